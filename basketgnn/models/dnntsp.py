@@ -1,0 +1,127 @@
+"""DNNTSP (Yu et al., KDD 2020): weighted GCN -> masked temporal attention -> aggregation ->
+gated scorer, computed batched over users (MODEL.md).
+
+Data flow for a batch (NT node-timestamps, M user-nodes, B users, T = longest history):
+
+    E[node_item] per node-timestamp          [NT, d]
+    -> WeightedGCN on the batch graph         [NT, d]     (or skipped: E at t where i in S_t)
+    -> scatter to a padded per-node sequence  [M, T, d]
+    -> MaskedTemporalSelfAttention            [M, T, d]   (or skipped)
+    -> TemporalAggregation (own lengths)      [M, d]
+    -> GatedScorer                            [B, I]
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+from torch import nn
+
+from basketgnn.graph.cooccurrence import GraphBatch
+from basketgnn.nn.aggregation import TemporalAggregation
+from basketgnn.nn.gated_scorer import GatedScorer
+from basketgnn.nn.temporal_attention import MaskedTemporalSelfAttention
+from basketgnn.nn.weighted_gcn import WeightedGCN
+
+
+class DNNTSPConfig(BaseModel):
+    """Everything that defines a DNNTSP model and its training; the single source of truth."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    embed_dim: int = Field(32, ge=1, description="Item embedding size d.")
+    gcn: bool = Field(True, description="Use the weighted GCN (off: item embeddings go straight to attention).")
+    gcn_layers: int = Field(2, ge=1, description="Number of weighted graph convolutions.")
+    attention: bool = Field(True, description="Use temporal self-attention (off: no attention, mean over time).")
+    heads: int = Field(4, ge=1, description="Attention heads.")
+    head_merge: Literal["concat", "mean"] = Field("concat", description="How heads are combined.")
+    aggregation: Literal["learned", "last"] = Field(
+        "learned", description="learned: aggregate_nodes_temporal_feature; last: last timestamp."
+    )
+    gate: Literal["learned", "fixed", "off"] = Field(
+        "learned", description="Gated update: learned alpha per item, fixed 0.5, or off (alpha = 1)."
+    )
+    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout in GCN and attention (0 as published).")
+
+    loss: Literal["softmargin", "bpr", "mse"] = Field("softmargin", description="Training loss.")
+    lr: float = Field(1e-3, gt=0, description="Adam learning rate.")
+    weight_decay: float = Field(0.0, ge=0, description="Adam weight decay.")
+    batch_size: int = Field(64, ge=1, description="Users per batch.")
+    epochs: int = Field(100, ge=1, description="Maximum number of epochs.")
+    patience: int = Field(10, ge=1, description="Stop after this many epochs without a better validation NDCG.")
+    lr_patience: int = Field(3, ge=0, description="ReduceLROnPlateau patience (epochs, on training loss).")
+    seed: int = Field(0, description="Seed of initialisation and batch order.")
+    device: str = Field("cpu", description="torch device, e.g. cpu or cuda.")
+    threads: int = Field(0, ge=0, description="torch CPU threads (0 = torch's default).")
+
+
+class DNNTSP(nn.Module):
+    """The DNNTSP model. Constructed from explicit arguments; :meth:`from_config` reads a config.
+
+    Shapes: forward(GraphBatch of B users) -> scores [B, num_items].
+    """
+
+    def __init__(
+        self,
+        num_items: int,
+        embed_dim: int = 32,
+        gcn: bool = True,
+        gcn_layers: int = 2,
+        attention: bool = True,
+        heads: int = 4,
+        head_merge: Literal["concat", "mean"] = "concat",
+        aggregation: Literal["learned", "last"] = "learned",
+        gate: Literal["learned", "fixed", "off"] = "learned",
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.num_items = num_items
+        self.embedding = nn.Embedding(num_items, embed_dim)
+        self.gcn = WeightedGCN(embed_dim, gcn_layers, dropout) if gcn else None
+        self.attention = (
+            MaskedTemporalSelfAttention(embed_dim, heads, head_merge, dropout) if attention else None
+        )
+        # Without attention, the sequence is reduced by its mean over time.
+        self.aggregate = TemporalAggregation(embed_dim, aggregation if attention else "mean")
+        self.scorer = GatedScorer(num_items, embed_dim, gate)
+
+    @classmethod
+    def from_config(cls, num_items: int, config: DNNTSPConfig) -> DNNTSP:
+        return cls(
+            num_items,
+            embed_dim=config.embed_dim,
+            gcn=config.gcn,
+            gcn_layers=config.gcn_layers,
+            attention=config.attention,
+            heads=config.heads,
+            head_merge=config.head_merge,
+            aggregation=config.aggregation,
+            gate=config.gate,
+            dropout=config.dropout,
+        )
+
+    def node_sequences(self, batch: GraphBatch) -> torch.Tensor:
+        """C: each user-node's embedding at every timestamp, padded. Shapes: -> [M, T, d]."""
+        x = self.embedding(batch.node_item[batch.nt_node])  # [NT, d]
+        if self.gcn is not None:
+            x = self.gcn(batch.graph, x)
+        else:
+            # Static embeddings, zero where the item is not in the basket, so the sequence
+            # still shows when the item was bought.
+            x = x * batch.nt_present.unsqueeze(1).to(x.dtype)
+        M, T = len(batch.node_item), batch.max_len
+        seq = x.new_zeros(M * T, x.shape[1])
+        seq = seq.index_copy(0, batch.nt_node * T + batch.nt_time, x)  # [M * T, d]
+        return seq.view(M, T, -1)  # [M, T, d]
+
+    def forward(self, batch: GraphBatch) -> torch.Tensor:
+        seq = self.node_sequences(batch)  # [M, T, d]
+        if self.attention is not None:
+            seq = self.attention(seq)  # [M, T, d]
+        z = self.aggregate(seq, batch.node_len)  # [M, d]
+        return self.scorer(
+            self.embedding.weight, z, batch.node_item, batch.node_user, batch.batch_size
+        )  # [B, I]
+

@@ -1,0 +1,24 @@
+"""Shared fixtures. The published datasets live outside the project, in ../shared."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+PROJECT = Path(__file__).resolve().parent.parent
+SHARED_DATASETS = PROJECT.parent / "shared" / "datasets" / "dnntsp"
+
+
+def shared_dataset(name: str) -> Path:
+    """Path of a published split, or skip the test with the reason."""
+    path = SHARED_DATASETS / name
+    if not path.is_file():
+        pytest.skip(f"{path} not found: the published DNNTSP splits are only in ../shared")
+    return path
+
+
+@pytest.fixture
+def dnntsp():
+    """``dnntsp("TaFeng.json")`` -> path of a published split, skipping when ../shared is absent."""
+    return shared_dataset
