@@ -163,6 +163,34 @@ class BasketData:
         lengths = self.basket_offsets[basket_idx + 1] - starts
         return Csr(self.items[ranges(starts, lengths)], _offsets(lengths))
 
+    def aligned_to(self, item_ids: np.ndarray) -> tuple[BasketData, int]:
+        """The same baskets with items renumbered to another catalogue ``item_ids`` (by original
+        id); items unknown there are dropped, and baskets left empty with them.
+
+        Returns (aligned data, number of dropped basket entries).
+        """
+        if len(item_ids) == len(self.item_ids) and np.array_equal(item_ids, self.item_ids):
+            return self, 0
+        lookup = {str(k): i for i, k in enumerate(np.asarray(item_ids).tolist())}
+        mapping = np.asarray([lookup.get(str(k), -1) for k in self.item_ids.tolist()], np.int64)
+        new = mapping[self.items]  # [n_entries], -1 = unknown
+        known = new >= 0
+        basket_of = self.baskets().row_ids()
+        basket_len = np.bincount(basket_of[known], minlength=self.n_baskets)
+        keep_basket = basket_len > 0
+        user_of_basket = np.repeat(np.arange(self.n_users), self.n_baskets_per_user)
+        aligned = BasketData(
+            items=new[known].astype(np.int32),
+            basket_offsets=_offsets(basket_len[keep_basket]),
+            user_offsets=_offsets(np.bincount(user_of_basket[keep_basket], minlength=self.n_users)),
+            basket_times=self.basket_times[keep_basket],
+            user_ids=self.user_ids,
+            item_ids=np.asarray(item_ids).astype(str),
+            user_part=self.user_part,
+            meta=self.meta,
+        )
+        return aligned, int((~known).sum())
+
     def item_index(self) -> dict[str, int]:
         """Original item id -> item index."""
         return {str(k): i for i, k in enumerate(self.item_ids.tolist())}

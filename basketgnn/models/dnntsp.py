@@ -117,6 +117,11 @@ class DNNTSP(nn.Module):
         return seq.view(M, T, -1)  # [M, T, d]
 
     def forward(self, batch: GraphBatch) -> torch.Tensor:
+        if len(batch.node_item) == 0:  # no user of the batch has a known history item
+            z = self.embedding.weight.new_zeros(0, self.embedding.embedding_dim)
+            return self.scorer(
+                self.embedding.weight, z, batch.node_item, batch.node_user, batch.batch_size
+            )
         seq = self.node_sequences(batch)  # [M, T, d]
         if self.attention is not None:
             seq = self.attention(seq)  # [M, T, d]

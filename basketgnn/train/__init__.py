@@ -1,0 +1,1 @@
+"""Training DNNTSP: losses, the training loop, checkpoints."""

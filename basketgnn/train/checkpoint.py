@@ -1,0 +1,53 @@
+"""A checkpoint is one file: weights, config, the item id mapping and validation metrics."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from basketgnn.errors import UserError
+from basketgnn.io_utils import atomic_path
+from basketgnn.models.dnntsp import DNNTSP, DNNTSPConfig
+
+CHECKPOINT_FORMAT = "basketgnn-dnntsp-checkpoint/1"
+
+
+def save_checkpoint(
+    path: str | Path,
+    model: DNNTSP,
+    config: DNNTSPConfig,
+    item_ids: np.ndarray,
+    extra: dict[str, Any],
+) -> None:
+    """Write the checkpoint atomically (a crash never leaves a half-written file)."""
+    state = {
+        "format": CHECKPOINT_FORMAT,
+        "config": config.model_dump(),
+        "num_items": model.num_items,
+        "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+        "item_ids": [str(i) for i in item_ids.tolist()],
+        **extra,
+    }
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)
+
+
+def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[DNNTSP, DNNTSPConfig, dict[str, Any]]:
+    """Load (model in eval mode, config, the whole checkpoint dict)."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: no such checkpoint file. Train one with `basketgnn train`.")
+    try:
+        state = torch.load(path, map_location=device, weights_only=False)
+    except Exception as e:  # noqa: BLE001 - any unpickling failure means "not a checkpoint"
+        raise UserError(f"{path}: not a basketgnn checkpoint ({type(e).__name__}).") from None
+    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+        raise UserError(f"{path}: not a basketgnn DNNTSP checkpoint (format {CHECKPOINT_FORMAT}).")
+    config = DNNTSPConfig(**state["config"])
+    model = DNNTSP.from_config(state["num_items"], config)
+    model.load_state_dict(state["state_dict"])
+    model.to(device).eval()
+    return model, config, state
