@@ -9,9 +9,8 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
-import click
 import typer
 from rich.console import Console
 
@@ -155,35 +154,57 @@ def prepare(
 
 @app.command()
 def evaluate(
-    data: DataOpt,
+    data: Annotated[
+        Path | None,
+        typer.Option(
+            help="Prepared dataset folder or DNNTSP .json (with --checkpoint, default: the data "
+            "it was trained on)."
+        ),
+    ] = None,
     model: Annotated[
         str | None, typer.Option(help="Baseline name: g-topfreq, p-topfreq, tifu-knn.")
+    ] = None,
+    checkpoint: Annotated[
+        Path | None, typer.Option(help="A DNNTSP checkpoint (best.pt) instead of --model.")
     ] = None,
     split: Annotated[str, typer.Option(help="Part to evaluate on: test or validate.")] = "test",
     split_kind: SplitOpt = "auto",
     seed: Annotated[int, typer.Option(help="Seed (random split, models).")] = 0,
+    device: Annotated[str | None, typer.Option(help="torch device for --checkpoint.")] = None,
     output: Annotated[Path | None, typer.Option(help="Write the result as JSON here.")] = None,
 ) -> None:
-    """Fit a baseline on the training part and print its metrics on the chosen part.
+    """Metrics of a baseline (fitted on the training part) or of a trained DNNTSP checkpoint.
 
-    Example: `basketgnn evaluate --data TaFeng.json --model p-topfreq --output pt.json`
+    Examples: `basketgnn evaluate --data TaFeng.json --model p-topfreq --output pt.json` and
+    `basketgnn evaluate --checkpoint runs/tafeng/best.pt --output dnntsp.json`
     """
-    from basketgnn.data.ingest import load_data
     from basketgnn.data.split import make_split
     from basketgnn.evaluate import evaluate_model, result_record
     from basketgnn.io_utils import write_json
     from basketgnn.recommenders.registry import make_baseline
 
-    if model is None:
-        raise UserError("Name a model with --model (g-topfreq, p-topfreq, tifu-knn).")
-    recommender = make_baseline(model)
+    if (model is None) == (checkpoint is None):
+        raise UserError(
+            "Name exactly one model: --model (g-topfreq, p-topfreq, tifu-knn) or --checkpoint FILE."
+        )
     t0 = time.perf_counter()
-    dataset = load_data(data)
+    recommender: Any
+    if checkpoint is not None:
+        recommender, dataset, data = _checkpoint_and_data(checkpoint, data, device)
+        if split_kind == "auto":
+            split_kind = recommender.checkpoint.get("split_spec", "auto")
+    else:
+        assert model is not None
+        recommender = make_baseline(model)
+        if data is None:
+            raise UserError("--data is required with --model.")
+        dataset = _load(data)
     sp = make_split(dataset, split_kind, seed)
     instances = sp[split]
     load_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    recommender.fit(dataset, sp["train"], sp["validate"])
+    if checkpoint is None:
+        recommender.fit(dataset, sp["train"], sp["validate"])
     fit_s = time.perf_counter() - t0
     metrics, score_s = evaluate_model(recommender, dataset, instances)
     record = result_record(
@@ -194,6 +215,208 @@ def evaluate(
     if output is not None:
         write_json(output, record)
         console.print(f"wrote {output}")
+
+
+def _load(path: Path) -> Any:
+    from basketgnn.data.ingest import load_data
+
+    return load_data(path)
+
+
+def _checkpoint_and_data(checkpoint: Path, data: Path | None, device: str | None) -> tuple[Any, Any, Path]:
+    """The checkpoint's recommender and the data aligned to its catalogue."""
+    from basketgnn.recommenders.dnntsp import DNNTSPRecommender
+
+    recommender = DNNTSPRecommender.from_checkpoint(checkpoint, device)
+    if data is None:
+        if "data" not in recommender.checkpoint:
+            raise UserError(f"{checkpoint} does not record its data; pass --data.")
+        data = Path(recommender.checkpoint["data"])
+    dataset, dropped = _load(data).aligned_to(recommender.item_ids)
+    if dropped:
+        err_console.print(
+            f"[yellow]warning:[/] {dropped} basket entries of {data} hold items the checkpoint "
+            "does not know; they are ignored."
+        )
+    return recommender, dataset, data
+
+
+@app.command()
+def train(
+    data: DataOpt,
+    config: Annotated[
+        Path | None, typer.Option(help="YAML file of DNNTSP options (see `basketgnn config`).")
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Run folder: best.pt, train_log.jsonl, resume.pt.")] = Path(
+        "runs/dnntsp"
+    ),
+    split_kind: SplitOpt = "auto",
+    epochs: Annotated[int | None, typer.Option(help="Override the config's epochs.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Override the config's seed.")] = None,
+    device: Annotated[str | None, typer.Option(help="torch device, e.g. cpu or cuda.")] = None,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+) -> None:
+    """Train DNNTSP; keeps the epoch with the best mean validation NDCG as OUT/best.pt.
+
+    An interrupted run resumes from OUT/resume.pt when started again with the same settings.
+
+    Example: `basketgnn train --data TaFeng.json --out runs/tafeng --epochs 60`
+    """
+    from basketgnn.config import load_config
+    from basketgnn.data.split import make_split
+    from basketgnn.evaluate import evaluate_model
+    from basketgnn.recommenders.dnntsp import DNNTSPRecommender
+
+    cfg = load_config(config, epochs=epochs, seed=seed, device=device)
+    dataset = _load(data)
+    sp = make_split(dataset, split_kind, cfg.seed)
+
+    def show(r: dict[str, Any]) -> None:
+        console.print(
+            f"epoch {r['epoch']:3d}  loss {r['train_loss']:.4f}  "
+            f"val recall@10 {r['val_recall@10']:.4f}  ndcg@10 {r['val_ndcg@10']:.4f}  "
+            f"mean ndcg {r['val_mean_ndcg']:.4f}  {r['train_s']:.1f}s"
+            + ("  [green]best[/]" if r["best"] else ""),
+            highlight=False,
+        )
+
+    rec = DNNTSPRecommender(cfg, out_dir=out, progress=progress, on_epoch=show)
+    console.print(
+        f"training DNNTSP on {data} ({sp.name}: {len(sp['train']):,} train / "
+        f"{len(sp['validate']):,} validate users) -> {out}"
+    )
+    rec.fit(dataset, sp["train"], sp["validate"])
+    assert rec.result is not None and rec.model is not None
+    _stamp_checkpoint(out / "best.pt", data, split_kind)
+    metrics, _ = evaluate_model(rec, dataset, sp["validate"])
+    console.print(
+        f"best epoch {rec.result.best_epoch} of {rec.result.epochs_run} "
+        f"({rec.result.seconds:.0f}s); validation recall@10 {metrics['recall@10']:.4f} "
+        f"ndcg@10 {metrics['ndcg@10']:.4f}; checkpoint {out / 'best.pt'}"
+    )
+
+
+def _stamp_checkpoint(path: Path, data: Path, split_kind: str) -> None:
+    """Record where the checkpoint's data came from, so evaluate/recommend can default to it."""
+    import torch
+
+    from basketgnn.io_utils import atomic_path
+
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    state.update(data=str(Path(data).resolve()), split_spec=split_kind)
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)
+
+
+@app.command()
+def predict(
+    checkpoint: Annotated[Path, typer.Option(help="A DNNTSP checkpoint (best.pt).")],
+    user: Annotated[
+        str | None, typer.Option(help="A customer id of --data; predicts from their full history.")
+    ] = None,
+    history: Annotated[
+        str | None,
+        typer.Option(help='Baskets of original item ids as JSON, oldest first: \'[["a","b"],["c"]]\'.'),
+    ] = None,
+    data: Annotated[
+        Path | None, typer.Option(help="Dataset holding --user (default: the checkpoint's data).")
+    ] = None,
+    k: Annotated[int, typer.Option(help="How many items to predict.")] = 10,
+    device: Annotated[str | None, typer.Option(help="torch device.")] = None,
+) -> None:
+    """Print the predicted next basket (original item ids, with scores).
+
+    Examples: `basketgnn predict --checkpoint runs/demo/dnntsp/best.pt --user C000042` and
+    `basketgnn predict --checkpoint best.pt --history '[["I0001","I0007"],["I0001"]]' --k 5`
+    """
+    import json
+
+    import numpy as np
+
+    from basketgnn.data.dataset import from_sequences
+    from basketgnn.data.split import Instances
+    from basketgnn.evaluate import rank_items
+
+    if (user is None) == (history is None):
+        raise UserError("Give exactly one of --user ID or --history JSON.")
+    if user is not None:
+        rec, dataset, _ = _checkpoint_and_data(checkpoint, data, device)
+        index = dataset.user_index()
+        if user not in index:
+            raise UserError(f"Customer {user!r} is not in the data; check the id.")
+        u = index[user]
+        n_hist = int(dataset.n_baskets_per_user[u])
+    else:
+        from basketgnn.recommenders.dnntsp import DNNTSPRecommender
+
+        rec = DNNTSPRecommender.from_checkpoint(checkpoint, device)
+        try:
+            baskets = json.loads(history or "")
+            ok = isinstance(baskets, list) and all(isinstance(b, list) for b in baskets)
+        except json.JSONDecodeError:
+            ok = False
+        if not ok:
+            raise UserError('--history must be a JSON list of baskets, e.g. \'[["a","b"],["c"]]\'.')
+        lookup = {str(i): n for n, i in enumerate(rec.item_ids.tolist())}
+        unknown = sorted({str(i) for b in baskets for i in b if str(i) not in lookup})
+        if unknown:
+            err_console.print(
+                f"[yellow]warning:[/] {len(unknown)} unknown item id(s) ignored: "
+                + ", ".join(unknown[:10])
+            )
+        seq = [[lookup[str(i)] for i in b if str(i) in lookup] for b in baskets]
+        dataset = from_sequences([seq], n_items=len(rec.item_ids))
+        dataset = type(dataset)(**{**dataset.__dict__, "item_ids": rec.item_ids})
+        u, n_hist = 0, int(dataset.n_baskets_per_user[0])
+    items, scores = rank_items(
+        rec, dataset, Instances(np.array([u]), np.array([n_hist])), k
+    )
+    from rich.table import Table
+
+    table = Table(title=f"next basket ({n_hist} past baskets)")
+    table.add_column("rank", justify="right")
+    table.add_column("item_id")
+    table.add_column("score", justify="right")
+    for r, (i, s) in enumerate(zip(items[0], scores[0]), start=1):
+        table.add_row(str(r), str(dataset.item_ids[i]), f"{s:.4f}")
+    console.print(table)
+
+
+@app.command()
+def recommend(
+    checkpoint: Annotated[Path, typer.Option(help="A DNNTSP checkpoint (best.pt).")],
+    out: Annotated[Path, typer.Option(help="Output file: .parquet or .csv.")],
+    data: Annotated[
+        Path | None, typer.Option(help="Customers to recommend for (default: the checkpoint's data).")
+    ] = None,
+    k: Annotated[int, typer.Option(help="Items per customer.")] = 20,
+    device: Annotated[str | None, typer.Option(help="torch device.")] = None,
+) -> None:
+    """Top-k for every customer from their full history: rows (customer_id, item_id, rank, score).
+
+    Example: `basketgnn recommend --checkpoint runs/demo/dnntsp/best.pt --out recs.parquet --k 20`
+    """
+    from basketgnn.recommend import recommend_all, write_recommendations
+
+    if not out.name.endswith((".parquet", ".csv")):
+        raise UserError(f"{out}: the output must end in .parquet or .csv.")
+    t0 = time.perf_counter()
+    rec, dataset, _ = _checkpoint_and_data(checkpoint, data, device)
+    frame = recommend_all(rec, dataset, k)
+    write_recommendations(frame, out)
+    console.print(
+        f"wrote {out}: {len(frame):,} rows for {dataset.n_users:,} customers "
+        f"({time.perf_counter() - t0:.1f}s)"
+    )
+
+
+@app.command("config")
+def show_config() -> None:
+    """Print every DNNTSP option with its default, as a YAML file to edit for `train --config`."""
+    from basketgnn.config import config_reference
+
+    print(config_reference(), end="")
+
 
 DEFAULT_LOG = Path(__file__).resolve().parent.parent / "data" / "demo_transactions.csv"
 
@@ -241,47 +464,45 @@ def demo(
     console.print(f"wrote {out / 'metrics.json'}")
 
 
-def print_results(records: list[dict]) -> None:
-    """A readable table: one row per model, Recall / NDCG / PHR at each K."""
+def print_results(records: list[dict[str, Any]]) -> None:
+    """A readable table: one row per metric@K, one column per model (best value in bold)."""
     from rich.table import Table
 
-    ks = sorted({int(k.split("@")[1]) for r in records for k in r["metrics"] if "@" in k})
     first = records[0]
-    table = Table(
-        title=f"{first['data']} · split {first['split']} · part {first['part']} "
-        f"({first['n_users']:,} users)"
+    console.print(
+        f"[bold]{first['data']}[/] · split {first['split']} · part {first['part']} "
+        f"({first['n_users']:,} users)",
+        highlight=False,
     )
-    table.add_column("model")
-    for k in ks:
-        table.add_column(f"R/N/P@{k}", justify="right")
-    table.add_column("fit+score s", justify="right")
+    table = Table()
+    table.add_column("metric")
     for r in records:
-        m = r["metrics"]
-        cells = [
-            "/".join(f"{m[f'{x}@{k}']:.4f}" if m[f"{x}@{k}"] is not None else "-"
-                     for x in ("recall", "ndcg", "phr"))
-            for k in ks
-        ]
-        t = r["timing_s"]
-        table.add_row(r["model"], *cells, f"{t.get('fit', 0) + t.get('score', 0):.2f}")
+        table.add_column(r["model"], justify="right")
+    ks = sorted({int(k.split("@")[1]) for k in first["metrics"] if "@" in k})
+    for k in ks:
+        for m in ("recall", "ndcg", "phr"):
+            key = f"{m}@{k}"
+            values = [r["metrics"].get(key) for r in records]
+            top = max((v for v in values if v is not None), default=None)
+            cells = [
+                "-" if v is None else (f"[bold]{v:.4f}[/]" if v == top and len(records) > 1 else f"{v:.4f}")
+                for v in values
+            ]
+            table.add_row(key, *cells, end_section=(m == "phr"))
+    table.add_row(
+        "fit+score s",
+        *[f"{r['timing_s'].get('fit', 0) + r['timing_s'].get('score', 0):.2f}" for r in records],
+    )
     console.print(table)
 
 
 def main() -> None:
     """Console-script entry point: user errors become one clean message and exit status 2."""
     try:
-        app(standalone_mode=False)
+        app()
     except UserError as e:
         err_console.print(f"[bold red]error:[/] {e}", highlight=False)
         sys.exit(2)
-    except click.exceptions.Abort:
-        err_console.print("aborted")
-        sys.exit(130)
-    except click.exceptions.ClickException as e:
-        e.show()
-        sys.exit(e.exit_code)
-    except click.exceptions.Exit as e:
-        sys.exit(e.exit_code)
 
 
 if __name__ == "__main__":
