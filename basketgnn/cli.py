@@ -22,8 +22,8 @@ app = typer.Typer(
     help="Graph-temporal next-basket recommendation: prepare data, evaluate, train, predict.",
     rich_markup_mode="markdown",
 )
-console = Console()
-err_console = Console(stderr=True)
+console = Console(soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 DataOpt = Annotated[
     Path, typer.Option("--data", help="A prepared dataset folder or a DNNTSP .json file.")

@@ -1,0 +1,100 @@
+"""The command line: outputs users rely on, and one clean message + exit 2 for every user error."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+
+import pandas as pd
+import pytest
+
+from basketgnn.cli import main
+from basketgnn.data.synth import generate_log, write_log
+
+
+def run(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["basketgnn", *args])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    out = capsys.readouterr()
+    return int(exc.value.code or 0), out.out, out.err
+
+
+@pytest.fixture(scope="module")
+def log_csv(tmp_path_factory):
+    path = tmp_path_factory.mktemp("log") / "log.csv"
+    write_log(generate_log(n_customers=150, n_items=40, mean_baskets=6, seed=3), path)
+    return path
+
+
+def test_prepare_then_evaluate_writes_json_with_all_metric_keys(monkeypatch, capsys, log_csv, tmp_path):
+    code, out, _ = run(monkeypatch, capsys, "prepare", str(log_csv), "--out", str(tmp_path / "ds"))
+    assert code == 0 and "150 customers" in out
+    result = tmp_path / "res.json"
+    code, out, _ = run(
+        monkeypatch, capsys, "evaluate", "--data", str(tmp_path / "ds"), "--model", "p-topfreq",
+        "--output", str(result),
+    )
+    assert code == 0 and "recall@10" in out
+    record = json.loads(result.read_text())
+    assert record["model"] == "p-topfreq" and record["split"].startswith("temporal")
+    for k in (10, 20, 30, 40):
+        for m in ("recall", "ndcg", "phr"):
+            for prefix in ("", "repeat_", "explore_"):
+                assert f"{prefix}{m}@{k}" in record["metrics"]
+    assert 0 < record["metrics"]["recall@10"] <= 1
+    assert {"fit", "score"} <= set(record["timing_s"])
+
+
+def test_prepare_with_random_split_file_is_reused(monkeypatch, capsys, log_csv, tmp_path):
+    split = tmp_path / "split.json"
+    code, _, _ = run(monkeypatch, capsys, "prepare", str(log_csv), "--out", str(tmp_path / "ds"),
+                     "--split-out", str(split), "--seed", "4")
+    assert code == 0 and set(json.loads(split.read_text())["parts"]) == {"train", "validate", "test"}
+    code, out, _ = run(monkeypatch, capsys, "evaluate", "--data", str(tmp_path / "ds"), "--model",
+                       "g-topfreq", "--split-kind", str(split), "--output", str(tmp_path / "r.json"))
+    assert code == 0
+    assert json.loads((tmp_path / "r.json").read_text())["split"] == "random(seed=4, fractions=0.8/0.1/0.1)"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["evaluate", "--data", "{ds}", "--model", "nope"], "Unknown baseline 'nope'"),
+        (["evaluate", "--data", "{tmp}/missing", "--model", "p-topfreq"], "no such file or folder"),
+        (["evaluate", "--data", "{ds}"], "Name exactly one model"),
+        (["prepare", "{log}", "--out", "{tmp}/o", "--customer-col", "cust"], "missing column"),
+        (["prepare", "{tmp}/bad.txt", "--out", "{tmp}/o"], "not a CSV or Parquet file"),
+        (["prepare", "{log}", "--out", "{tmp}/o", "--min-baskets", "50"], "No customer is left"),
+        (["evaluate", "--checkpoint", "{tmp}/none.pt"], "no such checkpoint"),
+        (["train", "--data", "{ds}", "--config", "{tmp}/bad.yaml"], "invalid config .*embed_dims"),
+    ],
+)
+def test_user_errors_exit_2_with_one_message_and_no_output(
+    monkeypatch, capsys, log_csv, tmp_path, args, message
+):
+    ds = tmp_path / "ds"
+    run(monkeypatch, capsys, "prepare", str(log_csv), "--out", str(ds))
+    (tmp_path / "bad.txt").write_text("a,b\n1,2\n")
+    (tmp_path / "bad.yaml").write_text("embed_dims: 8\n")
+    filled = [a.format(ds=ds, tmp=tmp_path, log=log_csv) for a in args]
+    code, _, err = run(monkeypatch, capsys, *filled)
+    assert code == 2
+    assert "error:" in err and "Traceback" not in err
+    assert re.search(message, " ".join(err.split()))
+    assert not (tmp_path / "o").exists()
+
+
+def test_bad_row_is_reported_with_file_and_row(monkeypatch, capsys, tmp_path):
+    path = tmp_path / "log.csv"
+    pd.DataFrame(
+        {"customer_id": ["a", "a", "a"], "basket_id": ["1", "2", "3"],
+         "timestamp": ["2024-01-01", "2024-13-45", "2024-01-03"], "item_id": ["x", "y", "z"]}
+    ).to_csv(path, index=False)
+    code, _, err = run(monkeypatch, capsys, "prepare", str(path), "--out", str(tmp_path / "o"))
+    assert code == 2
+    assert "log.csv row 2" in " ".join(err.split()) and not (tmp_path / "o").exists()
+    code, _, err = run(monkeypatch, capsys, "prepare", str(path), "--out", str(tmp_path / "o"),
+                       "--on-bad-rows", "skip")
+    assert code == 0 and "skipped 1 bad row" in " ".join(err.split())
