@@ -427,27 +427,40 @@ def demo(
         "runs/demo"
     ),
     log: Annotated[Path, typer.Option(help="Transaction log to run on.")] = DEFAULT_LOG,
+    config: Annotated[
+        Path | None, typer.Option(help="DNNTSP options (YAML); default: data/demo_config.yaml.")
+    ] = None,
+    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
 ) -> None:
-    """The main job on the embedded default data: prepare, evaluate every model, print a table.
+    """The main job on the embedded default data: prepare the log, evaluate the baselines,
+    train DNNTSP, compare all on the same test customers, and write top-20 recommendations.
 
-    Writes `OUT/data/` (prepared dataset) and `OUT/metrics.json` (one record per model).
+    Writes OUT/data/ (prepared dataset), OUT/dnntsp/ (best.pt, train_log.jsonl),
+    OUT/metrics.json (one record per model) and OUT/recommendations.{parquet,csv}.
 
     Example: `basketgnn demo --out runs/demo`
     """
+    from basketgnn.config import load_config
     from basketgnn.data.ingest import prepare_log
     from basketgnn.data.split import make_split
     from basketgnn.evaluate import evaluate_model, result_record
     from basketgnn.io_utils import write_json
+    from basketgnn.recommend import recommend_all, write_recommendations
+    from basketgnn.recommenders.dnntsp import DNNTSPRecommender
     from basketgnn.recommenders.registry import BASELINES, make_baseline
 
-    t0 = time.perf_counter()
+    t_start = time.perf_counter()
     data = prepare_log(log)
     data.save(out / "data")
     console.print(
-        f"[bold]prepare[/] {log} -> {out / 'data'}: {data.n_users:,} customers, "
-        f"{data.n_items:,} items, {data.n_baskets:,} baskets ({time.perf_counter() - t0:.1f}s)"
+        f"[bold]1. prepare[/] {log} -> {out / 'data'}: {data.n_users:,} customers, "
+        f"{data.n_items:,} items, {data.n_baskets:,} baskets"
     )
     sp = make_split(data, "temporal")
+    console.print(
+        f"[bold]2. split[/] {sp.name}: each customer's last basket is the test target, the one "
+        f"before it the validation target"
+    )
     records = []
     for name in BASELINES:
         model = make_baseline(name)
@@ -459,9 +472,44 @@ def demo(
             result_record(model, str(out / "data"), sp, "test", metrics,
                           {"fit": fit_s, "score": score_s}, len(sp["test"]))
         )
+    console.print(f"[bold]3. baselines[/] {', '.join(BASELINES)} fitted and evaluated")
+
+    cfg = load_config(config or DEFAULT_LOG.parent / "demo_config.yaml")
+    console.print(f"[bold]4. train DNNTSP[/] -> {out / 'dnntsp'}")
+    dnntsp = DNNTSPRecommender(cfg, out_dir=out / "dnntsp", progress=progress)
+    t0 = time.perf_counter()
+    dnntsp.fit(data, sp["train"], sp["validate"])
+    fit_s = time.perf_counter() - t0
+    assert dnntsp.result is not None
+    _stamp_checkpoint(out / "dnntsp" / "best.pt", out / "data", "temporal")
+    console.print(
+        f"   best epoch {dnntsp.result.best_epoch} of {dnntsp.result.epochs_run} ({fit_s:.0f}s)"
+    )
+    metrics, score_s = evaluate_model(dnntsp, data, sp["test"])
+    records.append(
+        result_record(dnntsp, str(out / "data"), sp, "test", metrics,
+                      {"fit": fit_s, "score": score_s}, len(sp["test"]))
+    )
     print_results(records)
     write_json(out / "metrics.json", records)
-    console.print(f"wrote {out / 'metrics.json'}")
+
+    recs = recommend_all(dnntsp, data, 20)
+    write_recommendations(recs, out / "recommendations.parquet")
+    write_recommendations(recs, out / "recommendations.csv")
+    console.print(
+        f"[bold]5. recommend[/] top-20 for all {data.n_users:,} customers -> "
+        f"{out / 'recommendations.parquet'} (and .csv)"
+    )
+    first = recs[recs["customer_id"] == recs["customer_id"].iloc[0]].head(5)
+    console.print(
+        f"   e.g. customer {first['customer_id'].iloc[0]}: "
+        + ", ".join(f"{i} ({s:.2f})" for i, s in zip(first["item_id"], first["score"]))
+    )
+    console.print(
+        f"done in {time.perf_counter() - t_start:.0f}s; metrics in {out / 'metrics.json'}. Next: "
+        f"`basketgnn predict --checkpoint {out / 'dnntsp' / 'best.pt'} --user "
+        f"{first['customer_id'].iloc[0]}`"
+    )
 
 
 def print_results(records: list[dict[str, Any]]) -> None:

@@ -116,6 +116,15 @@ def reference_scores(
 
     # Step 1: C[u] is a list over t of [N_u, d].
     x = [[E[nodes] for _ in baskets] for nodes, baskets, _ in graphs]
+    if model.presence is not None:  # beyond the paper: + p where the item is in the basket
+        x = [
+            [
+                E[nodes] + torch.tensor([float(i in s) for i in nodes], dtype=E.dtype)[:, None]
+                * model.presence
+                for s in baskets
+            ]
+            for nodes, baskets, _ in graphs
+        ]
     if model.gcn is not None:
         A = [[_adjacency(nodes, s, w).to(E.dtype) for s in baskets] for nodes, baskets, w in graphs]
         for layer in model.gcn.layers:
@@ -138,10 +147,12 @@ def reference_scores(
     else:
         x = [
             [
-                torch.stack([E[i] if i in s else torch.zeros_like(E[i]) for i in nodes])
-                for s in baskets
+                torch.stack(
+                    [x[u][t][n] if i in s else torch.zeros_like(E[i]) for n, i in enumerate(nodes)]
+                )
+                for t, s in enumerate(baskets)
             ]
-            for nodes, baskets, _ in graphs
+            for u, (nodes, baskets, _) in enumerate(graphs)
         ]
 
     rows = []

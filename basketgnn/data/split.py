@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from basketgnn.data.dataset import PARTS, BasketData
+from basketgnn.data.dataset import PARTS, BasketData, ranges
 from basketgnn.errors import UserError
 from basketgnn.io_utils import write_json
 
@@ -47,6 +47,15 @@ class Split:
         if part not in self.parts:
             raise UserError(f"Unknown split part {part!r}; choose one of {', '.join(self.parts)}.")
         return self.parts[part]
+
+
+def prefix_instances(instances: Instances) -> Instances:
+    """Every shorter history of each instance too: (u, h) -> (u, 1), (u, 2), ..., (u, h).
+
+    For training, (u, h) makes baskets 0..h visible, so each prefix's target is visible as well.
+    """
+    h = np.asarray(instances.n_history, dtype=np.int64)
+    return Instances(np.repeat(instances.users, h), ranges(np.ones(len(h), np.int64), h))
 
 
 def _last_basket_instances(data: BasketData, users: np.ndarray) -> Instances:

@@ -1,18 +1,27 @@
 """Per-user temporal co-occurrence graphs (MODEL.md §1), built for all users at once.
 
-For an instance (user u, history of T baskets S_0 .. S_{T-1}):
+For an instance (user u, history of T baskets S_0 .. S_{T-1}), MODEL.md's graph has a
+node-timestamp (i, t) for every distinct history item i (N of them) and every t < T, with
 
-- nodes V_u: the N distinct items of the history; *node-timestamps* (i, t) for every node and
-  every t < T, numbered node-major: ``local = node * T + t``.
-  Example: N = 2 nodes, T = 3 -> (0,0)=0 (0,1)=1 (0,2)=2 (1,0)=3 (1,1)=4 (1,2)=5.
-- c(i, j), i != j: number of history baskets holding both; c(i, i) = 1;
-  w = c / max(c) over the user (max includes the self weight 1).
-- edges at timestamp t: (i, t) -> (j, t) with weight w(i, j) for i != j both in S_t, and a
-  self-loop (i, t) -> (i, t) with weight w(i, i) = 1 / max(c) for every node and every t.
+- c(i, j), i != j: number of history baskets holding both; c(i, i) = 1; w = c / max(c)
+  over the user (the max includes the self weight 1);
+- edges at t: (i, t) -> (j, t) with weight w(i, j) for i != j both in S_t, and a self-loop
+  with weight w(i, i) = 1 / max(c) on every node-timestamp.
 
-Only co-occurring pairs and self-loops exist, so memory is O(sum |S_t|^2 + N * T) per user,
-never N^2 per timestamp. Everything here is vectorised numpy over all instances (no loop over
-users or item pairs); :meth:`UserGraphs.collate` cuts out a batch as one DGL graph.
+**Distinct rows.** When i is *not* in S_t, node-timestamp (i, t) has only its self-loop, and
+its input is E_i at every t; so through every GCN layer all of i's absent timestamps carry the
+same value. We therefore store, per user, one row per *present* node-timestamp (i in S_t) plus
+one *absent* row per node, with a multiplicity (how many node-timestamps it stands for:
+1, or T minus the number of baskets holding i). BatchNorm weights rows by multiplicity, so
+statistics equal those over all N * T node-timestamps, and ``seq_row`` expands rows back to the
+full [node, T] sequences for attention. This is exact, and on TaFeng it cuts GCN rows ~4x.
+
+Worked example: baskets {a, b}, {b}, T = 2, nodes a=0, b=1. Present rows: 0=(a,0), 1=(b,0),
+2=(b,1); absent rows: 3=a (multiplicity 1: t=1), 4=b (multiplicity 0). Edges: 0->1, 1->0
+(weight c/max = 1/1), self-loops on rows 0..4 (weight 1). seq_row = [[0, 3], [1, 2]].
+
+Memory is O(sum |S_t|^2 + N) per user. Everything is vectorised numpy over all instances
+(no loop over users or item pairs); :meth:`UserGraphs.collate` cuts out a batch as one DGL graph.
 """
 
 from __future__ import annotations
@@ -24,33 +33,62 @@ import numpy as np
 import torch
 
 os.environ.setdefault("DGLBACKEND", "pytorch")
-import dgl
+import dgl  # noqa: E402
 
-from basketgnn.data.dataset import BasketData, _offsets, ranges
-from basketgnn.data.split import Instances
+from basketgnn.data.dataset import BasketData, _offsets, ranges  # noqa: E402
+from basketgnn.data.split import Instances  # noqa: E402
+
+
+@dataclass(frozen=True)
+class AttentionBucket:
+    """Nodes bought a similar number of times, for attention over *distinct* rows.
+
+    A node's sequence holds its P present rows and, at every other timestamp, its absent row.
+    Causal attention at position t over keys t' <= t therefore equals attention over the
+    node's D = P + 1 distinct rows, each key y weighted by how often it occurs up to t:
+    ``softmax_y(s(q_t, k_y) + log c_t(y))`` (c_t = 0 -> log = -inf). Column 0 is the absent
+    row; columns 1..P the present rows in time order; padding columns have c = 0.
+
+    Example: T = 3, the item bought at t = 1 only: columns [absent, (t=1)];
+    query column per t = [0, 1, 0]; c_t = [[1, 0], [1, 1], [2, 1]].
+
+    Shapes (nodes in the bucket M_b, D distinct rows, T = batch T_max): nodes [M_b];
+    rows [M_b, D] row ids; query [M_b, T] column of the query at t; log_count [M_b, T, D].
+    """
+
+    nodes: torch.Tensor
+    rows: torch.Tensor
+    query: torch.Tensor
+    log_count: torch.Tensor
+
+    def to(self, device: torch.device | str) -> AttentionBucket:
+        return AttentionBucket(*(v.to(device) for v in self.__dict__.values()))
 
 
 @dataclass(frozen=True)
 class GraphBatch:
-    """A batch of B users' graphs merged into one DGL graph over node-timestamps.
+    """A batch of B users' graphs merged into one DGL graph over distinct rows.
 
-    Shapes (NT = node-timestamps, M = user-nodes in the batch):
-    graph: NT nodes, edata["w"] [E] float32 (co-occurrence and self-loop weights);
-    nt_node [NT] user-node of each node-timestamp; nt_time [NT] its timestamp;
-    node_item [M] catalogue item of each user-node; node_user [M] its batch row;
-    node_len [M] history length T of its user; user_len [B];
-    nt_present [NT] bool, whether the item is in the basket at that timestamp; targets: Csr-like
-    (target_items [nnz], target_offsets [B + 1]) or None when scoring.
+    Shapes (R = rows, M = user-nodes in the batch, T = longest history in the batch):
+    graph: R nodes, edata["w"] [E] (co-occurrence and self-loop weights);
+    row_node [R] user-node of each row; row_weight [R] float multiplicity;
+    row_present [R] bool (a present node-timestamp, not an absent row);
+    seq_row [M, T] the row holding node m at timestamp t (padding: the node's absent row);
+    node_item [M] catalogue item; node_user [M] batch row; node_len [M] its user's T;
+    user_len [B]; attention: node buckets for attention over distinct rows;
+    target_items [nnz] / target_offsets [B + 1] when known.
     """
 
     graph: dgl.DGLGraph
-    nt_node: torch.Tensor
-    nt_time: torch.Tensor
+    row_node: torch.Tensor
+    row_weight: torch.Tensor
+    row_present: torch.Tensor
+    seq_row: torch.Tensor
     node_item: torch.Tensor
     node_user: torch.Tensor
     node_len: torch.Tensor
     user_len: torch.Tensor
-    nt_present: torch.Tensor
+    attention: tuple[AttentionBucket, ...] = ()
     target_items: torch.Tensor | None = None
     target_offsets: torch.Tensor | None = None
 
@@ -60,10 +98,14 @@ class GraphBatch:
 
     @property
     def max_len(self) -> int:
-        return int(self.user_len.max())
+        return int(self.user_len.max()) if len(self.user_len) else 0
 
     def to(self, device: torch.device | str) -> GraphBatch:
-        fields = {k: (v.to(device) if v is not None else None) for k, v in self.__dict__.items()}
+        fields = {
+            k: (v.to(device) if isinstance(v, torch.Tensor) else v)
+            for k, v in self.__dict__.items()
+        }
+        fields["attention"] = tuple(b.to(device) for b in self.attention)
         return GraphBatch(**fields)
 
 
@@ -71,23 +113,25 @@ class GraphBatch:
 class UserGraphs:
     """The graphs of a set of instances, in flat arrays (instance k's slice by the offsets).
 
-    Shapes (n instances, M nodes, P co-occurrence edges):
-    n_history [n] (T), node_offsets [n + 1], node_item [M],
-    edge_offsets [n + 1], edge_src [P], edge_dst [P] (local node-timestamp ids), edge_w [P],
-    self_w [n] (1 / max c), present_offsets [n + 1] / present_nt [nnz] (local node-timestamps
-    whose item is in that basket), target_items / target_offsets (the target baskets, when known).
+    Shapes (n instances, M nodes, P present node-timestamps, Q co-occurrence edges):
+    n_history [n] (T); node_offsets [n + 1]; node_item [M]; node_present [M] (baskets holding
+    the node); present_offsets [n + 1]; present_node [P] (local node), present_t [P];
+    edge_offsets [n + 1]; edge_src, edge_dst [Q] (local present-row ids); edge_w [Q];
+    self_w [n] (1 / max c); target_items / target_offsets (the target baskets, when known).
     """
 
     n_history: np.ndarray
     node_offsets: np.ndarray
     node_item: np.ndarray
+    node_present: np.ndarray
+    present_offsets: np.ndarray
+    present_node: np.ndarray
+    present_t: np.ndarray
     edge_offsets: np.ndarray
     edge_src: np.ndarray
     edge_dst: np.ndarray
     edge_w: np.ndarray
     self_w: np.ndarray
-    present_offsets: np.ndarray
-    present_nt: np.ndarray
     target_items: np.ndarray | None
     target_offsets: np.ndarray | None
 
@@ -99,43 +143,56 @@ class UserGraphs:
         return np.diff(self.node_offsets)
 
     @property
-    def n_node_timestamps(self) -> np.ndarray:
-        return self.n_nodes * self.n_history
+    def n_present(self) -> np.ndarray:
+        return np.diff(self.present_offsets)
 
     def collate(self, idx: np.ndarray, with_targets: bool = True) -> GraphBatch:
-        """Merge the graphs of instances ``idx`` into one :class:`GraphBatch` (vectorised)."""
+        """Merge the graphs of instances ``idx`` into one :class:`GraphBatch` (vectorised).
+
+        Rows of instance b are its present rows, then its absent rows, at offset row_base[b].
+        """
         idx = np.asarray(idx, dtype=np.int64)
+        B = len(idx)
         T = self.n_history[idx]  # [B]
         n_nodes = self.n_nodes[idx]  # [B]
-        nt_count = n_nodes * T  # [B]
-        nt_base = _offsets(nt_count)  # [B + 1]
-        node_base = _offsets(n_nodes)
-        NT = int(nt_base[-1])
+        n_present = self.n_present[idx]  # [B]
+        node_base = _offsets(n_nodes)  # [B + 1]
+        row_base = _offsets(n_present + n_nodes)  # [B + 1]
+        R, M = int(row_base[-1]), int(node_base[-1])
+        T_max = int(T.max()) if B else 0
 
-        # Node-timestamp k of instance b: local = k - nt_base[b]; node = local // T; t = local % T.
-        nt_inst = np.repeat(np.arange(len(idx)), nt_count)  # [NT]
-        local = np.arange(NT, dtype=np.int64) - nt_base[:-1][nt_inst]
-        T_rep = T[nt_inst]
-        nt_node = node_base[:-1][nt_inst] + local // T_rep
-        nt_time = local % T_rep
+        p = ranges(self.present_offsets[idx], n_present)  # [P_b] global present ids
+        p_inst = np.repeat(np.arange(B), n_present)
+        p_row = row_base[:-1][p_inst] + (np.arange(len(p)) - _offsets(n_present)[:-1][p_inst])
+        p_node = node_base[:-1][p_inst] + self.present_node[p]
+        node_inst = np.repeat(np.arange(B), n_nodes)  # [M]
+        absent_row = row_base[:-1][node_inst] + n_present[node_inst] + (
+            np.arange(M) - node_base[:-1][node_inst]
+        )  # [M]
+        nodes = ranges(self.node_offsets[idx], n_nodes)  # [M] global node ids
+
+        row_node = np.empty(R, dtype=np.int64)
+        row_node[p_row] = p_node
+        row_node[absent_row] = np.arange(M)
+        row_weight = np.ones(R, dtype=np.float32)
+        row_weight[absent_row] = T[node_inst] - self.node_present[nodes]
+        row_present = np.zeros(R, dtype=bool)
+        row_present[p_row] = True
+        seq_row = np.repeat(absent_row[:, None], T_max, axis=1)  # [M, T_max]
+        seq_row[p_node, self.present_t[p]] = p_row
 
         n_edges = self.edge_offsets[idx + 1] - self.edge_offsets[idx]
         e = ranges(self.edge_offsets[idx], n_edges)
-        shift = np.repeat(nt_base[:-1], n_edges)
-        self_loops = np.arange(NT, dtype=np.int64)
+        shift = np.repeat(row_base[:-1], n_edges)  # present rows start at row_base
+        self_loops = np.arange(R, dtype=np.int64)
         src = np.concatenate([self.edge_src[e] + shift, self_loops])
         dst = np.concatenate([self.edge_dst[e] + shift, self_loops])
-        w = np.concatenate([self.edge_w[e], np.repeat(self.self_w[idx], nt_count)])
-        graph = dgl.graph((torch.from_numpy(src), torch.from_numpy(dst)), num_nodes=NT)
+        w = np.concatenate(
+            [self.edge_w[e], np.repeat(self.self_w[idx], n_present + n_nodes)]
+        )
+        graph = dgl.graph((torch.from_numpy(src), torch.from_numpy(dst)), num_nodes=R)
         graph.edata["w"] = torch.from_numpy(w.astype(np.float32))
 
-        n_present = self.present_offsets[idx + 1] - self.present_offsets[idx]
-        present = np.zeros(NT, dtype=bool)
-        present[
-            self.present_nt[ranges(self.present_offsets[idx], n_present)]
-            + np.repeat(nt_base[:-1], n_present)
-        ] = True
-        nodes = ranges(self.node_offsets[idx], n_nodes)
         targets: dict[str, torch.Tensor] = {}
         if with_targets and self.target_items is not None and self.target_offsets is not None:
             lens = self.target_offsets[idx + 1] - self.target_offsets[idx]
@@ -147,15 +204,71 @@ class UserGraphs:
             }
         return GraphBatch(
             graph=graph,
-            nt_node=torch.from_numpy(nt_node),
-            nt_time=torch.from_numpy(nt_time),
+            row_node=torch.from_numpy(row_node),
+            row_weight=torch.from_numpy(row_weight),
+            row_present=torch.from_numpy(row_present),
+            seq_row=torch.from_numpy(seq_row),
             node_item=torch.from_numpy(self.node_item[nodes].astype(np.int64)),
-            node_user=torch.from_numpy(np.repeat(np.arange(len(idx)), n_nodes)),
-            node_len=torch.from_numpy(np.repeat(T, n_nodes)),
+            node_user=torch.from_numpy(node_inst),
+            node_len=torch.from_numpy(T[node_inst]),
             user_len=torch.from_numpy(T.copy()),
-            nt_present=torch.from_numpy(present),
+            attention=_attention_buckets(
+                p_node, self.present_t[p], p_row, absent_row, self.node_present[nodes], T_max
+            ),
             **targets,
         )
+
+
+def _attention_buckets(
+    p_node: np.ndarray,
+    p_t: np.ndarray,
+    p_row: np.ndarray,
+    absent_row: np.ndarray,
+    n_present: np.ndarray,
+    T_max: int,
+) -> tuple[AttentionBucket, ...]:
+    """Group nodes by P (1, 2, 3-4, 5-8, ...) and build each group's distinct-row plan.
+
+    Shapes: p_* [P_b] per present row (batch node, time, row); absent_row [M]; n_present [M].
+    """
+    M = len(absent_row)
+    if M == 0:
+        return ()
+    order = np.lexsort((p_t, p_node))  # present rows by node, then time
+    p_node, p_t, p_row = p_node[order], p_t[order], p_row[order]
+    col = 1 + np.arange(len(p_node)) - _offsets(n_present)[:-1][p_node]  # [P_b] column >= 1
+    bucket_of = np.ceil(np.log2(np.maximum(n_present, 1))).astype(np.int64)  # [M]
+    t_grid = np.arange(T_max)
+    buckets = []
+    for b in np.unique(bucket_of):
+        nodes = np.flatnonzero(bucket_of == b)  # [M_b]
+        local = np.full(M, -1, dtype=np.int64)
+        local[nodes] = np.arange(len(nodes))
+        D = int(n_present[nodes].max()) + 1
+        sel = local[p_node] >= 0
+        pn, pc, pt = local[p_node[sel]], col[sel], p_t[sel]
+        rows = np.repeat(absent_row[nodes][:, None], D, axis=1)  # [M_b, D]
+        rows[pn, pc] = p_row[sel]
+        query = np.zeros((len(nodes), T_max), dtype=np.int64)  # [M_b, T]
+        query[pn, pt] = pc
+        key_time = np.full((len(nodes), D), T_max, dtype=np.int64)  # padding: never visible
+        key_time[pn, pc] = pt
+        visible = t_grid[None, :, None] >= key_time[:, None, :]  # [M_b, T, D]
+        present_upto = np.zeros((len(nodes), T_max), dtype=np.int64)
+        present_upto[pn, pt] = 1
+        n_absent = (t_grid + 1)[None, :] - np.cumsum(present_upto, axis=1)  # [M_b, T] >= 0
+        log_count = np.where(visible, 0.0, -np.inf)  # float64: exact log(n) for float64 models
+        with np.errstate(divide="ignore"):
+            log_count[:, :, 0] = np.log(n_absent)
+        buckets.append(
+            AttentionBucket(
+                nodes=torch.from_numpy(nodes),
+                rows=torch.from_numpy(rows),
+                query=torch.from_numpy(query),
+                log_count=torch.from_numpy(log_count),
+            )
+        )
+    return tuple(buckets)
 
 
 def build_user_graphs(
@@ -170,9 +283,12 @@ def build_user_graphs(
     basket_inst = np.repeat(np.arange(n, dtype=np.int64), T)  # [n_hb]
     basket_t = np.arange(n_hb, dtype=np.int64) - hist.basket_offsets[:-1][basket_inst]
 
+    # Entries (= present node-timestamps) are grouped by instance, basket by basket.
     entry_basket = baskets.row_ids()  # [nnz]
     entry_inst = basket_inst[entry_basket]
     item = baskets.values.astype(np.int64)
+    present_offsets = _offsets(np.bincount(entry_inst, minlength=n))
+    entry_local = np.arange(len(item), dtype=np.int64) - present_offsets[:-1][entry_inst]
     # Nodes: distinct (instance, item), sorted by instance then item.
     node_key, entry_node = np.unique(entry_inst * data.n_items + item, return_inverse=True)
     node_inst = node_key // data.n_items
@@ -185,33 +301,32 @@ def build_user_graphs(
     dst_e = ranges(baskets.offsets[:-1][entry_basket], size)
     keep = src_e != dst_e
     src_e, dst_e = src_e[keep], dst_e[keep]
-    src_node, dst_node = entry_node[src_e], entry_node[dst_e]
     pair_inst = entry_inst[src_e]
-    pair_t = basket_t[entry_basket[src_e]]
 
     # c(i, j) = number of baskets with both = occurrences of the (i, j) node pair.
     _, pair_group, pair_count = np.unique(
-        src_node * len(node_key) + dst_node, return_inverse=True, return_counts=True
+        entry_node[src_e] * len(node_key) + entry_node[dst_e],
+        return_inverse=True,
+        return_counts=True,
     )
     c = pair_count[pair_group].astype(np.float64)
     max_c = np.ones(n, dtype=np.float64)  # the self weight 1 takes part in the max
     np.maximum.at(max_c, pair_inst, c)
 
-    T_pair = T[pair_inst]
-    edge_src = node_local[src_node] * T_pair + pair_t
-    edge_dst = node_local[dst_node] * T_pair + pair_t
     targets = data.targets(instances.users, T) if with_targets else None
     return UserGraphs(
         n_history=T,
         node_offsets=node_offsets,
         node_item=(node_key % data.n_items).astype(np.int32),
+        node_present=np.bincount(entry_node, minlength=len(node_key)),
+        present_offsets=present_offsets,
+        present_node=node_local[entry_node],
+        present_t=basket_t[entry_basket],
         edge_offsets=_offsets(np.bincount(pair_inst, minlength=n)),
-        edge_src=edge_src,
-        edge_dst=edge_dst,
+        edge_src=entry_local[src_e],
+        edge_dst=entry_local[dst_e],
         edge_w=(c / max_c[pair_inst]).astype(np.float32),
         self_w=(1.0 / max_c).astype(np.float32),
-        present_offsets=_offsets(np.bincount(entry_inst, minlength=n)),
-        present_nt=node_local[entry_node] * T[entry_inst] + basket_t[entry_basket],
         target_items=None if targets is None else targets.values,
         target_offsets=None if targets is None else targets.offsets,
     )

@@ -1,11 +1,11 @@
 """DNNTSP (Yu et al., KDD 2020): weighted GCN -> masked temporal attention -> aggregation ->
 gated scorer, computed batched over users (MODEL.md).
 
-Data flow for a batch (NT node-timestamps, M user-nodes, B users, T = longest history):
+Data flow for a batch (R distinct rows, M user-nodes, B users, T = longest history):
 
-    E[node_item] per node-timestamp          [NT, d]
-    -> WeightedGCN on the batch graph         [NT, d]     (or skipped: E at t where i in S_t)
-    -> scatter to a padded per-node sequence  [M, T, d]
+    E[node_item] per distinct row             [R, d]      (present node-timestamps + absent rows)
+    -> WeightedGCN on the batch graph         [R, d]      (or skipped: E at t where i in S_t)
+    -> gather to each node's sequence         [M, T, d]
     -> MaskedTemporalSelfAttention            [M, T, d]   (or skipped)
     -> TemporalAggregation (own lengths)      [M, d]
     -> GatedScorer                            [B, I]
@@ -44,6 +44,16 @@ class DNNTSPConfig(BaseModel):
         "learned", description="Gated update: learned alpha per item, fixed 0.5, or off (alpha = 1)."
     )
     dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout in GCN and attention (0 as published).")
+    presence: bool = Field(
+        False,
+        description="Beyond the paper: add a learned vector to an item's input at the timestamps "
+        "it was bought, so a lone purchase is distinguishable from no purchase.",
+    )
+    train_prefixes: bool = Field(
+        False,
+        description="Beyond the paper: train on every prefix of each training history "
+        "(predict basket h from baskets < h for every h), not only on the last basket.",
+    )
 
     loss: Literal["softmargin", "bpr", "mse"] = Field("softmargin", description="Training loss.")
     lr: float = Field(1e-3, gt=0, description="Adam learning rate.")
@@ -75,10 +85,12 @@ class DNNTSP(nn.Module):
         aggregation: Literal["learned", "last"] = "learned",
         gate: Literal["learned", "fixed", "off"] = "learned",
         dropout: float = 0.0,
+        presence: bool = False,
     ) -> None:
         super().__init__()
         self.num_items = num_items
         self.embedding = nn.Embedding(num_items, embed_dim)
+        self.presence = nn.Parameter(torch.zeros(embed_dim)) if presence else None
         self.gcn = WeightedGCN(embed_dim, gcn_layers, dropout) if gcn else None
         self.attention = (
             MaskedTemporalSelfAttention(embed_dim, heads, head_merge, dropout) if attention else None
@@ -100,21 +112,29 @@ class DNNTSP(nn.Module):
             aggregation=config.aggregation,
             gate=config.gate,
             dropout=config.dropout,
+            presence=config.presence,
         )
 
-    def node_sequences(self, batch: GraphBatch) -> torch.Tensor:
-        """C: each user-node's embedding at every timestamp, padded. Shapes: -> [M, T, d]."""
-        x = self.embedding(batch.node_item[batch.nt_node])  # [NT, d]
+    def row_features(self, batch: GraphBatch) -> torch.Tensor:
+        """GCN output of every distinct row (see graph.cooccurrence). Shapes: -> [R, d]."""
+        x = self.embedding(batch.node_item[batch.row_node])  # [R, d]
+        if self.presence is not None:
+            x = x + batch.row_present.unsqueeze(1).to(x.dtype) * self.presence
         if self.gcn is not None:
-            x = self.gcn(batch.graph, x)
-        else:
-            # Static embeddings, zero where the item is not in the basket, so the sequence
-            # still shows when the item was bought.
-            x = x * batch.nt_present.unsqueeze(1).to(x.dtype)
-        M, T = len(batch.node_item), batch.max_len
-        seq = x.new_zeros(M * T, x.shape[1])
-        seq = seq.index_copy(0, batch.nt_node * T + batch.nt_time, x)  # [M * T, d]
-        return seq.view(M, T, -1)  # [M, T, d]
+            return self.gcn(batch.graph, x, batch.row_weight)
+        # Static embeddings, zero where the item is not in the basket, so the sequence
+        # still shows when the item was bought.
+        return x * batch.row_present.unsqueeze(1).to(x.dtype)
+
+    @staticmethod
+    def expand_sequences(batch: GraphBatch, rows: torch.Tensor) -> torch.Tensor:
+        """Row features to each node's left-aligned sequence; padding holds the absent row's
+        value and is masked out later. Shapes: rows [R, d] -> [M, T_max, d]."""
+        return rows[batch.seq_row]
+
+    def node_sequences(self, batch: GraphBatch) -> torch.Tensor:
+        """C: each user-node's embedding at every timestamp. Shapes: -> [M, T_max, d]."""
+        return self.expand_sequences(batch, self.row_features(batch))
 
     def forward(self, batch: GraphBatch) -> torch.Tensor:
         if len(batch.node_item) == 0:  # no user of the batch has a known history item
@@ -122,9 +142,13 @@ class DNNTSP(nn.Module):
             return self.scorer(
                 self.embedding.weight, z, batch.node_item, batch.node_user, batch.batch_size
             )
-        seq = self.node_sequences(batch)  # [M, T, d]
+        rows = self.row_features(batch)  # [R, d]
         if self.attention is not None:
-            seq = self.attention(seq)  # [M, T, d]
+            seq = self.attention.forward_rows(
+                rows, batch.attention, len(batch.node_item), batch.max_len
+            )  # [M, T, d]
+        else:
+            seq = self.expand_sequences(batch, rows)  # [M, T, d]
         z = self.aggregate(seq, batch.node_len)  # [M, d]
         return self.scorer(
             self.embedding.weight, z, batch.node_item, batch.node_user, batch.batch_size

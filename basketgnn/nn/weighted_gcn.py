@@ -2,9 +2,10 @@
 
     h_j = Lin( sum_i w(i, j) * x_i )          (Lin with bias; no degree normalisation)
 
-followed by BatchNorm over the feature dimension and ReLU, as published. The graph holds one
-node per real node-timestamp of the batch, so BatchNorm statistics cover real node-timestamps
-only (no padding exists at this stage).
+followed by BatchNorm over the feature dimension and ReLU, as published. Graph nodes are the
+distinct rows of :mod:`basketgnn.graph.cooccurrence`, each standing for ``row_weight``
+node-timestamps; BatchNorm weights rows by that multiplicity, so its statistics are exactly
+those over all real node-timestamps (never padding).
 """
 
 from __future__ import annotations
@@ -15,6 +16,36 @@ import torch
 from torch import nn
 
 
+class MultiplicityBatchNorm1d(nn.BatchNorm1d):
+    """BatchNorm1d where row r counts ``weight[r]`` times (0 = not at all).
+
+    Identical to ``nn.BatchNorm1d`` on the expanded rows: biased variance to normalise,
+    unbiased (n / (n - 1)) in the running estimate. Same parameters and buffers, so state dicts
+    are interchangeable.
+
+    Shapes: x [rows, C], weight [rows] -> [rows, C].
+    """
+
+    def forward(self, x: torch.Tensor, weight: torch.Tensor | None = None) -> torch.Tensor:  # type: ignore[override]
+        if weight is None or not self.training:
+            return super().forward(x)
+        w = weight.to(x.dtype).unsqueeze(1)  # [rows, 1]
+        n = w.sum()
+        mean = (w * x).sum(0) / n  # [C]
+        var = (w * (x - mean) ** 2).sum(0) / n  # [C], biased
+        if self.track_running_stats and self.running_mean is not None:
+            with torch.no_grad():
+                assert self.running_var is not None and self.num_batches_tracked is not None
+                self.num_batches_tracked.add_(1)
+                m = self.momentum if self.momentum is not None else 1.0 / float(self.num_batches_tracked)
+                self.running_mean.mul_(1 - m).add_(m * mean)
+                self.running_var.mul_(1 - m).add_(m * var * n / (n - 1).clamp(min=1))
+        out = (x - mean) * torch.rsqrt(var + self.eps)
+        if self.affine:
+            out = out * self.weight + self.bias
+        return out
+
+
 class WeightedGraphConv(nn.Module):
     """One weighted convolution: ``h_j = Lin(sum_i w_ij x_i)``, then BatchNorm and ReLU.
 
@@ -23,27 +54,29 @@ class WeightedGraphConv(nn.Module):
         out_dim: output feature size.
         dropout: dropout on the output (0 = none, as published).
 
-    Shapes: graph with edata["w"] [E]; x [num_nodes, in_dim] -> [num_nodes, out_dim].
+    Shapes: graph with edata["w"] [E]; x [rows, in_dim]; row_weight [rows] -> [rows, out_dim].
     """
 
     def __init__(self, in_dim: int, out_dim: int, dropout: float = 0.0) -> None:
         super().__init__()
         self.linear = nn.Linear(in_dim, out_dim)
-        self.norm = nn.BatchNorm1d(out_dim)
+        self.norm = MultiplicityBatchNorm1d(out_dim)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, graph: dgl.DGLGraph, x: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, graph: dgl.DGLGraph, x: torch.Tensor, row_weight: torch.Tensor | None = None
+    ) -> torch.Tensor:
         with graph.local_scope():
             graph.ndata["x"] = x
             graph.update_all(fn.u_mul_e("x", "w", "m"), fn.sum("m", "agg"))
-            agg = graph.ndata["agg"]  # [num_nodes, in_dim]
-        return self.dropout(torch.relu(self.norm(self.linear(agg))))
+            agg = graph.ndata["agg"]  # [rows, in_dim]
+        return self.dropout(torch.relu(self.norm(self.linear(agg), row_weight)))
 
 
 class WeightedGCN(nn.Module):
     """A stack of :class:`WeightedGraphConv` layers (the authors use two, d -> d -> d).
 
-    Shapes: x [num_nodes, dim] -> [num_nodes, dim].
+    Shapes: x [rows, dim], row_weight [rows] -> [rows, dim].
     """
 
     def __init__(self, dim: int, num_layers: int = 2, dropout: float = 0.0) -> None:
@@ -52,7 +85,9 @@ class WeightedGCN(nn.Module):
             WeightedGraphConv(dim, dim, dropout) for _ in range(num_layers)
         )
 
-    def forward(self, graph: dgl.DGLGraph, x: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, graph: dgl.DGLGraph, x: torch.Tensor, row_weight: torch.Tensor | None = None
+    ) -> torch.Tensor:
         for layer in self.layers:
-            x = layer(graph, x)
+            x = layer(graph, x, row_weight)
         return x

@@ -29,7 +29,7 @@ import torch
 from tqdm.auto import tqdm
 
 from basketgnn.data.dataset import BasketData
-from basketgnn.data.split import Instances
+from basketgnn.data.split import Instances, prefix_instances
 from basketgnn.graph.cooccurrence import UserGraphs, build_user_graphs
 from basketgnn.io_utils import atomic_path, write_text
 from basketgnn.metrics import KS, ranking_metrics, top_k
@@ -128,6 +128,8 @@ def train_dnntsp(
     scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
         optimizer, mode="min", patience=config.lr_patience
     )
+    if config.train_prefixes:
+        train = prefix_instances(train)
     train_graphs = build_user_graphs(data, train)
     val_graphs = build_user_graphs(data, validate)
     fingerprint = data_fingerprint(data, train, validate)
@@ -164,7 +166,7 @@ def train_dnntsp(
         bar = tqdm(batches, desc=f"epoch {epoch}", leave=False, disable=not progress, unit="batch")
         for idx in bar:
             batch = train_graphs.collate(idx).to(device)
-            if batch.graph.num_nodes() < 2:
+            if float(batch.row_weight.sum()) < 2:
                 # Train-mode BatchNorm needs two rows; a lone one-item, one-basket user teaches
                 # nothing the other batches do not.
                 continue

@@ -50,3 +50,10 @@ def test_predefined_split_requires_parts():
 def test_split_too_small_is_a_clear_error():
     with pytest.raises(UserError, match="leaves no instance in train"):
         make_split(from_sequences([[[0], [1]], [[1], [2]]]), "temporal")
+
+
+def test_prefix_instances():
+    from basketgnn.data.split import Instances, prefix_instances
+
+    p = prefix_instances(Instances(np.array([5, 7]), np.array([3, 1])))
+    assert p.users.tolist() == [5, 5, 5, 7] and p.n_history.tolist() == [1, 2, 3, 1]

@@ -65,6 +65,8 @@ SWITCHES = {
     "head_merge_mean": {"head_merge": "mean"},
     "gcn_layers_1": {"gcn_layers": 1},
     "gcn_layers_3": {"gcn_layers": 3},
+    "presence": {"presence": True},
+    "presence_gcn_off": {"presence": True, "gcn": False},
 }
 
 
@@ -101,6 +103,8 @@ def make_model(seed: int = 0, dtype: torch.dtype = torch.float64, **switches) ->
                 layer.norm.running_mean.normal_(0.0, 0.3)
                 layer.norm.running_var.uniform_(0.5, 2.0)
         model.scorer.out.bias.normal_()
+        if model.presence is not None:
+            model.presence.normal_()
     return model
 
 

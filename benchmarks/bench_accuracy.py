@@ -1,0 +1,73 @@
+"""Accuracy on the published DNNTSP splits: DNNTSP over several seeds, and the baselines.
+
+    .venv/bin/python benchmarks/bench_accuracy.py --data DC --seeds 0 1 2 [--set lr=0.003 ...] [--tag NAME]
+    .venv/bin/python benchmarks/bench_accuracy.py --data TaFeng --baselines
+
+Each run appends one JSON line (model, tag, config, seed, data, all test metrics, best epoch,
+train time) to benchmarks/results/accuracy.jsonl; `summarize.py` turns those lines into tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import yaml
+from common import append_result, peak_rss_mb, shared_dataset
+
+from basketgnn.config import load_config
+from basketgnn.data.ingest import read_dnntsp_json
+from basketgnn.data.split import make_split
+from basketgnn.evaluate import evaluate_model
+from basketgnn.recommenders.dnntsp import DNNTSPRecommender
+from basketgnn.recommenders.registry import BASELINES, make_baseline
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", required=True, help="DC or TaFeng")
+    ap.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2])
+    ap.add_argument("--set", nargs="*", default=[], help="config overrides key=value (YAML values)")
+    ap.add_argument("--tag", default="default")
+    ap.add_argument("--baselines", action="store_true", help="evaluate the baselines instead")
+    args = ap.parse_args()
+
+    path = shared_dataset(args.data)
+    data = read_dnntsp_json(path)
+    split = make_split(data)
+    if args.baselines:
+        for name in BASELINES:
+            t0 = time.perf_counter()
+            model = make_baseline(name).fit(data, split["train"], split["validate"])
+            fit_s = time.perf_counter() - t0
+            metrics, score_s = evaluate_model(model, data, split["test"])
+            row = {"model": name, "tag": "baseline", "params": model.params(), "data": args.data,
+                   "split": split.name, "metrics": metrics, "fit_s": round(fit_s, 2),
+                   "score_s": round(score_s, 3)}
+            print(name, {k: round(v, 4) for k, v in metrics.items() if k.endswith(("@10", "@20")) and "_" not in k})
+            append_result("accuracy", row)
+        return
+
+    overrides = {k: yaml.safe_load(v) for k, v in (kv.split("=", 1) for kv in args.set)}
+    for seed in args.seeds:
+        config = load_config(None, **{**overrides, "seed": seed})
+        rec = DNNTSPRecommender(config)
+        t0 = time.perf_counter()
+        rec.fit(data, split["train"], split["validate"])
+        train_s = time.perf_counter() - t0
+        metrics, score_s = evaluate_model(rec, data, split["test"])
+        assert rec.result is not None
+        row = {"model": "dnntsp", "tag": args.tag, "config": config.model_dump(), "seed": seed,
+               "data": args.data, "split": split.name, "metrics": metrics,
+               "best_epoch": rec.result.best_epoch, "epochs_run": rec.result.epochs_run,
+               "train_s": round(train_s, 1), "score_s": round(score_s, 3),
+               "best_validation_mean_ndcg": round(rec.result.best_validation["mean_ndcg"], 5),
+               "peak_rss_mb": round(peak_rss_mb())}
+        print(args.tag, seed, f"best {rec.result.best_epoch}/{rec.result.epochs_run}", f"{train_s:.0f}s",
+              {k: round(v, 4) for k, v in metrics.items() if k.endswith(("@10", "@20")) and "_" not in k},
+              flush=True)
+        append_result("accuracy", row)
+
+
+if __name__ == "__main__":
+    main()

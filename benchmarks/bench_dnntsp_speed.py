@@ -1,0 +1,111 @@
+"""DNNTSP speed on a published split: one training epoch with a per-part time split, and the
+time to score every test user.
+
+    .venv/bin/python benchmarks/bench_dnntsp_speed.py --data TaFeng [--epochs 3]
+
+Parts: graph batching (collate), GCN, attention (incl. scatter to padded sequences),
+aggregation + scorer, loss + backward + optimiser step. Forward parts are timed around the
+model's own submodules; backward cannot be split per part, so it is reported as one figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections import defaultdict
+
+import numpy as np
+import torch
+from common import append_result, peak_rss_mb, shared_dataset
+
+from basketgnn.data.ingest import read_dnntsp_json
+from basketgnn.data.split import make_split
+from basketgnn.graph.cooccurrence import build_user_graphs
+from basketgnn.models.dnntsp import DNNTSP, DNNTSPConfig
+from basketgnn.train.losses import compute_loss, multi_hot
+from basketgnn.train.trainer import length_batches, setup_torch
+
+
+def timed_forward(model: DNNTSP, batch, parts: dict[str, float]) -> torch.Tensor:
+    t = time.perf_counter()
+    x = model.row_features(batch)
+    parts["gcn"] += time.perf_counter() - t
+    t = time.perf_counter()
+    if model.attention is not None:
+        seq = model.attention.forward_rows(x, batch.attention, len(batch.node_item), batch.max_len)
+    else:
+        seq = model.expand_sequences(batch, x)
+    parts["attention"] += time.perf_counter() - t
+    t = time.perf_counter()
+    z = model.aggregate(seq, batch.node_len)
+    scores = model.scorer(model.embedding.weight, z, batch.node_item, batch.node_user, batch.batch_size)
+    parts["aggregate+scorer"] += time.perf_counter() - t
+    return scores
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", default="TaFeng")
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=0)
+    args = ap.parse_args()
+
+    config = DNNTSPConfig(threads=args.threads)
+    device = setup_torch(config)
+    data = read_dnntsp_json(shared_dataset(args.data))
+    split = make_split(data)
+    t = time.perf_counter()
+    graphs = build_user_graphs(data, split["train"])
+    build_s = time.perf_counter() - t
+    torch.manual_seed(0)
+    model = DNNTSP.from_config(data.n_items, config)
+    opt = torch.optim.Adam(model.parameters(), lr=config.lr)
+
+    epoch_times, all_parts = [], []
+    for epoch in range(args.epochs):
+        parts: dict[str, float] = defaultdict(float)
+        model.train()
+        t_epoch = time.perf_counter()
+        for idx in length_batches(graphs.n_history, config.batch_size, np.random.default_rng(epoch)):
+            t = time.perf_counter()
+            batch = graphs.collate(idx).to(device)
+            y = multi_hot(batch.target_items, batch.target_offsets, data.n_items)
+            parts["graph batching"] += time.perf_counter() - t
+            scores = timed_forward(model, batch, parts)
+            t = time.perf_counter()
+            loss = compute_loss(config.loss, scores, y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            parts["loss+backward+step"] += time.perf_counter() - t
+        epoch_times.append(time.perf_counter() - t_epoch)
+        all_parts.append(dict(parts))
+        print(f"epoch {epoch + 1}: {epoch_times[-1]:.2f}s  " + "  ".join(f"{k} {v:.2f}s" for k, v in parts.items()))
+
+    test = split["test"]
+    from basketgnn.recommenders.dnntsp import DNNTSPRecommender
+
+    rec = DNNTSPRecommender(config)
+    rec.model = model
+    score_t = time.perf_counter()
+    rec.score(data, test)
+    score_s = time.perf_counter() - score_t
+    best = int(np.argmin(epoch_times))
+    record = {
+        "bench": "dnntsp_speed",
+        "data": args.data,
+        "threads": torch.get_num_threads(),
+        "train_users": len(split["train"]),
+        "graph_build_s": round(build_s, 3),
+        "epoch_s": [round(x, 2) for x in epoch_times],
+        "best_epoch_parts_s": {k: round(v, 2) for k, v in all_parts[best].items()},
+        "score_test_users": len(test),
+        "score_test_s": round(score_s, 3),
+        "peak_rss_mb": round(peak_rss_mb()),
+    }
+    print(record)
+    append_result("dnntsp_speed", record)
+
+
+if __name__ == "__main__":
+    main()
