@@ -38,7 +38,7 @@ def timed_forward(model: DNNTSP, batch, parts: dict[str, float]) -> torch.Tensor
     parts["attention"] += time.perf_counter() - t
     t = time.perf_counter()
     z = model.aggregate(seq, batch.node_len)
-    scores = model.scorer(model.embedding.weight, z, batch.node_item, batch.node_user, batch.batch_size)
+    scores = model.score_nodes(batch, z)
     parts["aggregate+scorer"] += time.perf_counter() - t
     return scores
 

@@ -156,6 +156,7 @@ def reference_scores(
         ]
 
     rows = []
+    z_all = []
     for u, (nodes, _, _) in enumerate(graphs):
         C = torch.stack(x[u], dim=1)  # [N, T, d]
         z_of = {}
@@ -172,6 +173,7 @@ def reference_scores(
                 w_agg = model.aggregate.w_agg
                 z_of[item] = sum(torch.dot(Z[t], w_agg) * Z[t] for t in range(Z.shape[0]))
 
+        z_all.append(z_of)
         # Step 3: the full [I, d] updated embedding of this user, then the linear scorer.
         scorer = model.scorer
         e_hat = []
@@ -188,4 +190,19 @@ def reference_scores(
         rows.append(torch.stack(e_hat))  # [I, d]
     e_hat_all = torch.stack(rows)  # [B, num_items, d]
     w_o, b_o = model.scorer.out.weight.squeeze(0), model.scorer.out.bias
-    return e_hat_all @ w_o + b_o  # [B, I]
+    scores = e_hat_all @ w_o + b_o  # [B, I]
+    if model.scorer.repeat is not None:  # beyond the paper: + v . phi on the user's own items
+        extra = torch.zeros_like(scores)
+        for u, (nodes, baskets, _) in enumerate(graphs):
+            T = len(baskets)
+            for i in nodes:
+                times = [t for t, s in enumerate(baskets) if i in s]
+                gap = T - 1 - max(times)
+                phi = [math.log(1 + len(times)), len(times) / T, 1 / (1 + gap), float(gap == 0)]
+                extra[u, i] = torch.tensor(phi, dtype=scores.dtype) @ model.scorer.repeat
+        scores = scores + extra
+    if model.scorer.context is not None:  # beyond the paper: + E_i . (W_c mean_i z_{u,i})
+        for u, z_of in enumerate(z_all):
+            h = torch.stack(list(z_of.values())).mean(dim=0)
+            scores[u] = scores[u] + E @ (h @ model.scorer.context)
+    return scores

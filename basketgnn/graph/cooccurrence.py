@@ -75,6 +75,7 @@ class GraphBatch:
     row_present [R] bool (a present node-timestamp, not an absent row);
     seq_row [M, T] the row holding node m at timestamp t (padding: the node's absent row);
     node_item [M] catalogue item; node_user [M] batch row; node_len [M] its user's T;
+    node_count [M] baskets holding the item; node_last [M] last timestamp it was bought;
     user_len [B]; attention: node buckets for attention over distinct rows;
     target_items [nnz] / target_offsets [B + 1] when known.
     """
@@ -87,6 +88,8 @@ class GraphBatch:
     node_item: torch.Tensor
     node_user: torch.Tensor
     node_len: torch.Tensor
+    node_count: torch.Tensor
+    node_last: torch.Tensor
     user_len: torch.Tensor
     attention: tuple[AttentionBucket, ...] = ()
     target_items: torch.Tensor | None = None
@@ -180,6 +183,8 @@ class UserGraphs:
         row_present[p_row] = True
         seq_row = np.repeat(absent_row[:, None], T_max, axis=1)  # [M, T_max]
         seq_row[p_node, self.present_t[p]] = p_row
+        node_last = np.zeros(M, dtype=np.int64)
+        np.maximum.at(node_last, p_node, self.present_t[p])
 
         n_edges = self.edge_offsets[idx + 1] - self.edge_offsets[idx]
         e = ranges(self.edge_offsets[idx], n_edges)
@@ -211,6 +216,8 @@ class UserGraphs:
             node_item=torch.from_numpy(self.node_item[nodes].astype(np.int64)),
             node_user=torch.from_numpy(node_inst),
             node_len=torch.from_numpy(T[node_inst]),
+            node_count=torch.from_numpy(self.node_present[nodes].astype(np.int64)),
+            node_last=torch.from_numpy(node_last),
             user_len=torch.from_numpy(T.copy()),
             attention=_attention_buckets(
                 p_node, self.present_t[p], p_row, absent_row, self.node_present[nodes], T_max

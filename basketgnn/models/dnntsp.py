@@ -21,7 +21,7 @@ from torch import nn
 
 from basketgnn.graph.cooccurrence import GraphBatch
 from basketgnn.nn.aggregation import TemporalAggregation
-from basketgnn.nn.gated_scorer import GatedScorer
+from basketgnn.nn.gated_scorer import GatedScorer, repeat_features
 from basketgnn.nn.temporal_attention import MaskedTemporalSelfAttention
 from basketgnn.nn.weighted_gcn import WeightedGCN
 
@@ -48,6 +48,16 @@ class DNNTSPConfig(BaseModel):
         False,
         description="Beyond the paper: add a learned vector to an item's input at the timestamps "
         "it was bought, so a lone purchase is distinguishable from no purchase.",
+    )
+    repeat_features: bool = Field(
+        False,
+        description="Beyond the paper: score a customer's own items with a learned term over "
+        "purchase count and recency as well.",
+    )
+    user_context: bool = Field(
+        False,
+        description="Beyond the paper: rank items outside the history per customer too, from "
+        "the mean of the customer's item vectors.",
     )
     train_prefixes: bool = Field(
         False,
@@ -86,6 +96,8 @@ class DNNTSP(nn.Module):
         gate: Literal["learned", "fixed", "off"] = "learned",
         dropout: float = 0.0,
         presence: bool = False,
+        repeat_features: bool = False,
+        user_context: bool = False,
     ) -> None:
         super().__init__()
         self.num_items = num_items
@@ -97,7 +109,7 @@ class DNNTSP(nn.Module):
         )
         # Without attention, the sequence is reduced by its mean over time.
         self.aggregate = TemporalAggregation(embed_dim, aggregation if attention else "mean")
-        self.scorer = GatedScorer(num_items, embed_dim, gate)
+        self.scorer = GatedScorer(num_items, embed_dim, gate, repeat_features, user_context)
 
     @classmethod
     def from_config(cls, num_items: int, config: DNNTSPConfig) -> DNNTSP:
@@ -113,6 +125,8 @@ class DNNTSP(nn.Module):
             gate=config.gate,
             dropout=config.dropout,
             presence=config.presence,
+            repeat_features=config.repeat_features,
+            user_context=config.user_context,
         )
 
     def row_features(self, batch: GraphBatch) -> torch.Tensor:
@@ -139,9 +153,7 @@ class DNNTSP(nn.Module):
     def forward(self, batch: GraphBatch) -> torch.Tensor:
         if len(batch.node_item) == 0:  # no user of the batch has a known history item
             z = self.embedding.weight.new_zeros(0, self.embedding.embedding_dim)
-            return self.scorer(
-                self.embedding.weight, z, batch.node_item, batch.node_user, batch.batch_size
-            )
+            return self.score_nodes(batch, z)
         rows = self.row_features(batch)  # [R, d]
         if self.attention is not None:
             seq = self.attention.forward_rows(
@@ -150,7 +162,14 @@ class DNNTSP(nn.Module):
         else:
             seq = self.expand_sequences(batch, rows)  # [M, T, d]
         z = self.aggregate(seq, batch.node_len)  # [M, d]
+        return self.score_nodes(batch, z)  # [B, I]
+
+    def score_nodes(self, batch: GraphBatch, z: torch.Tensor) -> torch.Tensor:
+        """Gated scoring of all items from the user-nodes' vectors. Shapes: z [M, d] -> [B, I]."""
+        features = None
+        if self.scorer.repeat is not None:
+            features = repeat_features(batch.node_count, batch.node_last, batch.node_len, z.dtype)
         return self.scorer(
-            self.embedding.weight, z, batch.node_item, batch.node_user, batch.batch_size
-        )  # [B, I]
+            self.embedding.weight, z, batch.node_item, batch.node_user, batch.batch_size, features
+        )
 

@@ -3,6 +3,13 @@
     ê_i = (1 - α_i) E_i + α_i z_{u,i}   for i in V_u,     ê_i = E_i otherwise
     y_i = w_o . ê_i + b_o
 
+Optionally (beyond the paper) a user's own items also get a learned linear term over repeat
+features φ (see :func:`repeat_features`): y_i += v . φ_{u,i}, with v initialised to 0.
+
+Optionally (beyond the paper) every item also gets a user-context term, so items outside the
+history are ranked per user too: h_u = mean of z_{u,i} over i in V_u, y_i += E_i . (W_c h_u),
+with W_c [d, d] initialised to 0. This is a [B, d] x [d, I] product, never [B, I, d].
+
 Because the scorer is linear this equals a base score shared by the batch plus a correction on
 each user's own nodes, so no [batch, items, d] tensor is ever built:
 
@@ -15,6 +22,21 @@ import torch
 from torch import nn
 
 
+REPEAT_FEATURES = 4
+
+
+def repeat_features(
+    count: torch.Tensor, last: torch.Tensor, length: torch.Tensor, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
+    """Per user-node purchase statistics: [log(1 + count), count / T, 1 / (1 + T - 1 - last),
+    bought in the last basket]. Shapes: count, last, length [M] -> [M, 4]."""
+    count, last, length = count.to(dtype), last.to(dtype), length.to(dtype)
+    gap = length - 1 - last  # baskets since the last purchase, 0 = the most recent basket
+    return torch.stack(
+        [torch.log1p(count), count / length, 1 / (1 + gap), (gap == 0).to(dtype)], dim=1
+    )
+
+
 class GatedScorer(nn.Module):
     """Scores every catalogue item for every user of the batch.
 
@@ -23,18 +45,29 @@ class GatedScorer(nn.Module):
         dim: embedding size d.
         gate: "learned" (α ∈ R^I, initialised U[0, 1]), "fixed" (α = 0.5 for every item) or
             "off" (α = 1: a user's own items are scored from z alone).
+        repeat_features: add the learned repeat-feature term (beyond the paper).
+        user_context: add the user-context term for every item (beyond the paper).
 
-    Shapes: embedding E [I, d]; z [M, d] per user-node; node_item [M]; node_user [M]
-    -> scores [B, I].
+    Shapes: embedding E [I, d]; z [M, d] per user-node; node_item [M]; node_user [M];
+    node_features [M, 4] (with repeat_features) -> scores [B, I].
     """
 
-    def __init__(self, num_items: int, dim: int, gate: str = "learned") -> None:
+    def __init__(
+        self,
+        num_items: int,
+        dim: int,
+        gate: str = "learned",
+        repeat_features: bool = False,
+        user_context: bool = False,
+    ) -> None:
         super().__init__()
         if gate not in ("learned", "fixed", "off"):
             raise ValueError(f"unknown gate {gate!r}")
         self.gate = gate
         self.alpha = nn.Parameter(torch.rand(num_items)) if gate == "learned" else None
         self.out = nn.Linear(dim, 1)
+        self.repeat = nn.Parameter(torch.zeros(REPEAT_FEATURES)) if repeat_features else None
+        self.context = nn.Parameter(torch.zeros(dim, dim)) if user_context else None
 
     def gate_values(self, node_item: torch.Tensor) -> torch.Tensor:
         """α of each node's item. Shapes: [M] -> [M]."""
@@ -50,10 +83,20 @@ class GatedScorer(nn.Module):
         node_item: torch.Tensor,
         node_user: torch.Tensor,
         batch_size: int,
+        node_features: torch.Tensor | None = None,
     ) -> torch.Tensor:
         w_o = self.out.weight.squeeze(0)  # [d]
         base = embedding @ w_o + self.out.bias  # [I]
         correction = self.gate_values(node_item) * (z @ w_o - base[node_item] + self.out.bias)
+        if self.repeat is not None:
+            assert node_features is not None, "repeat_features needs node_features [M, 4]"
+            correction = correction + node_features.to(z.dtype) @ self.repeat  # [M]
         scores = base.expand(batch_size, -1).clone()  # [B, I]
         scores.index_put_((node_user, node_item), correction, accumulate=True)
+        if self.context is not None:
+            d = z.shape[1]
+            h = z.new_zeros(batch_size, d).index_add(0, node_user, z)  # [B, d]
+            n = torch.bincount(node_user, minlength=batch_size).clamp(min=1).to(z.dtype)
+            h = h / n.unsqueeze(1)  # [B, d] mean over the user's own items
+            scores = scores + (h @ self.context) @ embedding.T  # [B, I]
         return scores

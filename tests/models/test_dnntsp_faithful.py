@@ -67,6 +67,8 @@ SWITCHES = {
     "gcn_layers_3": {"gcn_layers": 3},
     "presence": {"presence": True},
     "presence_gcn_off": {"presence": True, "gcn": False},
+    "repeat_features": {"repeat_features": True},
+    "user_context": {"user_context": True},
 }
 
 
@@ -105,6 +107,10 @@ def make_model(seed: int = 0, dtype: torch.dtype = torch.float64, **switches) ->
         model.scorer.out.bias.normal_()
         if model.presence is not None:
             model.presence.normal_()
+        if model.scorer.repeat is not None:
+            model.scorer.repeat.normal_()
+        if model.scorer.context is not None:
+            model.scorer.context.normal_()
     return model
 
 
