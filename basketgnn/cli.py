@@ -410,6 +410,33 @@ def recommend(
     )
 
 
+@app.command()
+def ablate(
+    spec: Annotated[Path, typer.Argument(help="Ablation YAML (see pipelines/ablation.yaml).")],
+    datasets: Annotated[
+        list[str] | None, typer.Option("--dataset", help="Only this dataset (repeatable).")
+    ] = None,
+    table_only: Annotated[
+        bool, typer.Option(help="Only rebuild table.md and chart.png from results.jsonl.")
+    ] = False,
+) -> None:
+    """Run a grid of DNNTSP variants x datasets x seeds plus baselines; finished runs are skipped.
+
+    Every run appends one JSON line to OUT/results.jsonl; OUT/table.md (mean ± std, best in
+    bold) and OUT/chart.png are made from those lines.
+
+    Example: `basketgnn ablate pipelines/ablation.yaml --dataset DC`
+    """
+    from basketgnn.experiments.ablation import ablate as run_ablation
+    from basketgnn.experiments.ablation import describe_event
+
+    outputs = run_ablation(
+        spec, only_datasets=datasets, table_only=table_only,
+        progress=lambda e: console.print(describe_event(e), highlight=False),
+    )
+    console.print(f"wrote {outputs.table} and {outputs.chart}")
+
+
 @app.command("config")
 def show_config() -> None:
     """Print every DNNTSP option with its default, as a YAML file to edit for `train --config`."""

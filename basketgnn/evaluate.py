@@ -17,6 +17,12 @@ from basketgnn.metrics import KS, ranking_metrics, top_k
 from basketgnn.recommenders.base import Recommender
 
 
+def usable_ks(ks: tuple[int, ...], n_items: int) -> tuple[int, ...]:
+    """The cut-offs that fit the catalogue: a catalogue of 30 items has no top 40."""
+    fitting = tuple(k for k in ks if k <= n_items)
+    return fitting or (n_items,)
+
+
 def rank_items(
     model: Recommender, data: BasketData, instances: Instances, k: int, chunk: int = 2048
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -46,6 +52,7 @@ def evaluate_model(
 
     Returns (metrics, seconds spent scoring and ranking).
     """
+    ks = usable_ks(ks, data.n_items)
     t0 = time.perf_counter()
     topk, _ = rank_items(model, data, instances, max(ks))
     seconds = time.perf_counter() - t0

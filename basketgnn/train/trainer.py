@@ -30,6 +30,7 @@ from tqdm.auto import tqdm
 
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances, prefix_instances
+from basketgnn.evaluate import usable_ks
 from basketgnn.graph.cooccurrence import UserGraphs, build_user_graphs
 from basketgnn.io_utils import atomic_path, write_text
 from basketgnn.metrics import KS, ranking_metrics, top_k
@@ -88,10 +89,11 @@ def validation_metrics(
     """Ranking metrics on ``graphs`` plus ``mean_ndcg`` (the model-selection criterion)."""
     scores = score_graphs(model, graphs, device)
     assert graphs.target_items is not None and graphs.target_offsets is not None
+    ks = usable_ks(KS, model.num_items)
     m = ranking_metrics(
-        top_k(scores, max(KS)), graphs.target_items, graphs.target_offsets, model.num_items
+        top_k(scores, max(ks)), graphs.target_items, graphs.target_offsets, model.num_items, ks=ks
     )
-    m["mean_ndcg"] = float(np.mean([m[f"ndcg@{k}"] for k in KS]))
+    m["mean_ndcg"] = float(np.mean([m[f"ndcg@{k}"] for k in ks]))
     return m
 
 

@@ -108,3 +108,11 @@ def test_bpr_and_mse_by_hand():
     s = torch.sigmoid(scores)[0]
     expected = (2 * (s[0] - 1) ** 2 + s[1] ** 2 + s[2] ** 2) / 3
     assert weighted_mse_loss(scores, y).item() == pytest.approx(expected.item())
+
+
+def test_small_catalogue_uses_the_cut_offs_that_fit():
+    data = planted_data(n_users=80, n_items=25)
+    rec, sp = fit(data, epochs=2)
+    assert "val_ndcg@20" in rec.result.history[0] and "val_ndcg@40" not in rec.result.history[0]
+    metrics, _ = evaluate_model(rec, data, sp["test"])
+    assert "recall@20" in metrics and "recall@30" not in metrics

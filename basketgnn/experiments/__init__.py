@@ -1,0 +1,1 @@
+"""Experiments made of many runs (e.g. the ablation grid), each run recorded as one JSON line."""
