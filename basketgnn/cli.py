@@ -266,6 +266,7 @@ def train(
     from basketgnn.data.split import make_split
     from basketgnn.evaluate import evaluate_model
     from basketgnn.recommenders.dnntsp import DNNTSPRecommender
+    from basketgnn.train.checkpoint import stamp_checkpoint
 
     cfg = load_config(config, epochs=epochs, seed=seed, device=device)
     dataset = _load(data)
@@ -287,25 +288,13 @@ def train(
     )
     rec.fit(dataset, sp["train"], sp["validate"])
     assert rec.result is not None and rec.model is not None
-    _stamp_checkpoint(out / "best.pt", data, split_kind)
+    stamp_checkpoint(out / "best.pt", data, split_kind)
     metrics, _ = evaluate_model(rec, dataset, sp["validate"])
     console.print(
         f"best epoch {rec.result.best_epoch} of {rec.result.epochs_run} "
         f"({rec.result.seconds:.0f}s); validation recall@10 {metrics['recall@10']:.4f} "
         f"ndcg@10 {metrics['ndcg@10']:.4f}; checkpoint {out / 'best.pt'}"
     )
-
-
-def _stamp_checkpoint(path: Path, data: Path, split_kind: str) -> None:
-    """Record where the checkpoint's data came from, so evaluate/recommend can default to it."""
-    import torch
-
-    from basketgnn.io_utils import atomic_path
-
-    state = torch.load(path, map_location="cpu", weights_only=False)
-    state.update(data=str(Path(data).resolve()), split_spec=split_kind)
-    with atomic_path(path) as tmp:
-        torch.save(state, tmp)
 
 
 @app.command()
@@ -411,6 +400,28 @@ def recommend(
 
 
 @app.command()
+def pipeline(
+    config: Annotated[Path, typer.Argument(help="Pipeline YAML (see pipelines/example.yaml).")],
+    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+) -> None:
+    """Run a whole nightly job from one YAML: ingest -> prepare -> split -> train DNNTSP and the
+    baselines -> evaluate -> top-k for every customer -> report.
+
+    Every stage is cached under the run folder by a hash of its inputs and settings: an
+    unchanged rerun takes seconds, and a killed run resumes (mid-training too).
+
+    Example: `basketgnn pipeline pipelines/example.yaml`
+    """
+    from basketgnn.pipeline.run import run_pipeline
+
+    summary = run_pipeline(config, progress=progress)
+    console.print(
+        f"done in {summary['seconds']:.0f}s: ran {', '.join(summary['ran']) or 'nothing'}; "
+        f"cached {', '.join(summary['cached']) or 'nothing'}; report {summary['outputs']['report']}"
+    )
+
+
+@app.command()
 def ablate(
     spec: Annotated[Path, typer.Argument(help="Ablation YAML (see pipelines/ablation.yaml).")],
     datasets: Annotated[
@@ -475,6 +486,7 @@ def demo(
     from basketgnn.recommend import recommend_all, write_recommendations
     from basketgnn.recommenders.dnntsp import DNNTSPRecommender
     from basketgnn.recommenders.registry import BASELINES, make_baseline
+    from basketgnn.train.checkpoint import stamp_checkpoint
 
     t_start = time.perf_counter()
     data = prepare_log(log)
@@ -508,7 +520,7 @@ def demo(
     dnntsp.fit(data, sp["train"], sp["validate"])
     fit_s = time.perf_counter() - t0
     assert dnntsp.result is not None
-    _stamp_checkpoint(out / "dnntsp" / "best.pt", out / "data", "temporal")
+    stamp_checkpoint(out / "dnntsp" / "best.pt", out / "data", "temporal")
     console.print(
         f"   best epoch {dnntsp.result.best_epoch} of {dnntsp.result.epochs_run} ({fit_s:.0f}s)"
     )

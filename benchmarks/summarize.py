@@ -10,7 +10,6 @@ import json
 from collections import defaultdict
 
 import numpy as np
-
 from common import RESULTS
 
 KS = (10, 20, 30, 40)

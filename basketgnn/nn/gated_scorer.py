@@ -21,7 +21,6 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-
 REPEAT_FEATURES = 4
 
 

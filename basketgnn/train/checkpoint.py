@@ -51,3 +51,12 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[DNNTSP, DNNT
     model.load_state_dict(state["state_dict"])
     model.to(device).eval()
     return model, config, state
+
+
+def stamp_checkpoint(path: str | Path, data: str | Path, split_spec: str) -> None:
+    """Record where the checkpoint's data came from, so evaluate / predict / recommend can
+    default to it. Rewrites the file atomically."""
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    state.update(data=str(Path(data).resolve()), split_spec=split_spec)
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)

@@ -1,0 +1,862 @@
+"""Run a whole job described by one YAML file (see ``pipelines/example.yaml``).
+
+Stages, in order, each in its own folder ``RUN_DIR/stages/<stage>-<hash12>/``::
+
+    prepare -> split -> fit_dnntsp -> evaluate -> recommend -> report
+
+``hash`` is the sha256 of (stage name, the stage's settings, the hashes of the stages it reads,
+and for ``prepare`` the input files' paths, sizes and modification times). Hashes chain, so a
+folder's name stands for everything that produced it: changing the DNNTSP settings gives new
+``fit_dnntsp``, ``evaluate``, ``recommend`` and ``report`` folders and reuses ``prepare`` and
+``split``. Stages reading ``prepare`` hash its output (the prepared arrays and their
+description) instead, so a log file rewritten with the same content reruns only ``prepare``. A stage is done when its folder holds ``_done.json`` (written last, atomically); a
+rerun reuses done stages. A folder without ``_done.json`` is what an interrupted run left:
+``fit_dnntsp`` keeps it and training resumes from its per-epoch ``resume.pt`` (ending exactly
+as an uninterrupted run would); any other stage is cleared and redone.
+
+Baselines are cheap: they are fitted inside ``evaluate`` (and in ``recommend`` when one of them
+makes the recommendations), on the split's training part, like DNNTSP.
+
+At the end, the top-level outputs are copied atomically from the stage folders into RUN_DIR:
+``recommendations.parquet`` / ``.csv``, ``metrics.json``, ``report.html`` and its
+``report_*.png`` charts. Every run appends its messages to ``RUN_DIR/pipeline.log``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import fcntl
+import filecmp
+import hashlib
+import json
+import logging
+import math
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from rich.console import Console
+
+from basketgnn import __version__
+from basketgnn.errors import UserError
+from basketgnn.io_utils import atomic_path, write_json
+
+if TYPE_CHECKING:
+    from basketgnn.data.dataset import BasketData
+    from basketgnn.data.split import Split
+    from basketgnn.models.dnntsp import DNNTSPConfig
+    from basketgnn.recommenders.dnntsp import DNNTSPRecommender
+
+# Part of every stage hash: bump it when a stage's outputs change meaning, so folders written by
+# older code are not reused.
+CACHE_VERSION = 1
+DONE_FILE = "_done.json"
+LOG_FILE = "pipeline.log"
+RECOMMENDATION_FILES = ("recommendations.parquet", "recommendations.csv")
+EVALUATED_PART = "test"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ColumnsSpec(_Section):
+    customer: str = Field("customer_id", description="Customer id column.")
+    item: str = Field("item_id", description="Item id column.")
+    basket: str | None = Field(
+        "basket_id", description="Basket id column; null when the log has none."
+    )
+    timestamp: str | None = Field(
+        "timestamp", description="Timestamp column; null when the log has none."
+    )
+
+
+class InputSpec(_Section):
+    path: str = Field(
+        description="Transaction log: a CSV/Parquet file or a folder of them, or a DNNTSP .json split."
+    )
+    columns: ColumnsSpec = Field(
+        default_factory=ColumnsSpec, description="Column names of the log."
+    )
+    engine: Literal["duckdb", "pandas"] = Field(
+        "duckdb",
+        description="duckdb reads the log out of core (larger than memory); pandas reads it whole.",
+    )
+    memory_limit: str | None = Field(
+        None, description="Memory limit of the DuckDB ingestion, e.g. '2GB' (null: its default)."
+    )
+    on_bad_rows: Literal["error", "skip"] = Field(
+        "error",
+        description="A row without customer/item/basket or with a bad timestamp: stop or skip.",
+    )
+    min_item_baskets: int = Field(
+        1, ge=1, description="Drop items bought in fewer baskets than this."
+    )
+    min_baskets: int = Field(2, ge=2, description="Drop customers with fewer baskets than this.")
+    max_baskets: int | None = Field(
+        None, ge=2, description="Drop customers with more baskets than this."
+    )
+    last_n: int | None = Field(None, ge=1, description="Keep only each customer's last N baskets.")
+
+
+class SplitSpec(_Section):
+    kind: Literal["auto", "temporal", "random", "predefined"] = Field(
+        "auto", description="auto: predefined for DNNTSP .json input, else temporal."
+    )
+    seed: int = Field(0, description="Seed of the random split.")
+
+
+DEFAULT_BASELINES = ["g-topfreq", "p-topfreq", "tifu-knn"]
+
+
+class ModelsSpec(_Section):
+    baselines: list[str | dict[str, dict[str, Any]]] = Field(
+        default_factory=lambda: list(DEFAULT_BASELINES),
+        description="Baseline names, or {name: {option: value}} to set a baseline's options.",
+    )
+    dnntsp: dict[str, Any] | None = Field(
+        default_factory=dict,
+        description="DNNTSP settings overriding the defaults (`basketgnn config`); null: no DNNTSP.",
+    )
+
+
+class RecommendSpec(_Section):
+    k: int = Field(20, ge=1, description="Items recommended per customer.")
+    model: str = Field("dnntsp", description="The model that makes the recommendations.")
+
+
+class ReportSpec(_Section):
+    title: str = Field("Next-basket recommendations", description="Title of report.html.")
+
+
+class PipelineSpec(_Section):
+    """The YAML file. Relative paths are relative to the YAML file's folder."""
+
+    run_dir: str = Field(description="Folder of every output and of the stage cache.")
+    input: InputSpec
+    split: SplitSpec = Field(default_factory=SplitSpec)
+    models: ModelsSpec = Field(default_factory=ModelsSpec)
+    recommend: RecommendSpec = Field(default_factory=RecommendSpec)
+    report: ReportSpec = Field(default_factory=ReportSpec)
+
+
+@dataclass(frozen=True)
+class Job:
+    """A checked pipeline file with its paths resolved."""
+
+    config_path: Path
+    spec: PipelineSpec
+    run_dir: Path
+    input_path: Path
+    baselines: list[tuple[str, dict[str, Any]]]
+    dnntsp: DNNTSPConfig | None
+
+
+def load_job(config_path: str | Path) -> Job:
+    """Read and check a pipeline YAML file.
+
+    Unknown keys and bad values are a :class:`UserError` naming the key (``input.engine``, ...).
+    """
+    from basketgnn.config import load_config
+    from basketgnn.recommenders.registry import make_baseline
+
+    config_path = Path(config_path)
+    try:
+        raw = yaml.safe_load(config_path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise UserError(f"{config_path}: cannot read the pipeline file ({e}).") from None
+    if not isinstance(raw, dict):
+        raise UserError(
+            f"{config_path}: a pipeline file is a mapping with run_dir, input, split, models, "
+            "recommend and report; see pipelines/example.yaml."
+        )
+    try:
+        spec = PipelineSpec(**raw)
+    except ValidationError as e:
+        raise UserError(f"{config_path}: {_describe(e)}. See pipelines/example.yaml.") from None
+
+    base = config_path.resolve().parent
+    baselines: list[tuple[str, dict[str, Any]]] = []
+    for i, entry in enumerate(spec.models.baselines):
+        if isinstance(entry, str):
+            name, options = entry, {}
+        elif len(entry) == 1:
+            name, options = next(iter(entry.items()))
+        else:
+            raise UserError(
+                f"{config_path}: models.baselines[{i}]: write one baseline per entry, "
+                f"e.g. {{tifu-knn: {{k: 100}}}}, not {entry}."
+            )
+        try:
+            make_baseline(name, **options)
+        except UserError as e:
+            raise UserError(f"{config_path}: models.baselines[{i}]: {e}") from None
+        if name in {b for b, _ in baselines}:
+            raise UserError(f"{config_path}: models.baselines lists {name!r} twice.")
+        baselines.append((name, options))
+
+    dnntsp = None
+    if spec.models.dnntsp is not None:
+        try:
+            dnntsp = load_config(None, **spec.models.dnntsp)
+        except UserError as e:
+            raise UserError(f"{config_path}: models.dnntsp: {e}") from None
+
+    models = [b for b, _ in baselines] + (["dnntsp"] if dnntsp is not None else [])
+    if not models:
+        raise UserError(f"{config_path}: models: name at least one baseline or set dnntsp.")
+    if spec.recommend.model not in models:
+        raise UserError(
+            f"{config_path}: recommend.model is {spec.recommend.model!r}, which this job does not "
+            f"train; choose one of {', '.join(models)}."
+        )
+    return Job(
+        config_path=config_path.resolve(),
+        spec=spec,
+        run_dir=_resolve(base, spec.run_dir),
+        input_path=_resolve(base, spec.input.path),
+        baselines=baselines,
+        dnntsp=dnntsp,
+    )
+
+
+def _resolve(base: Path, path: str) -> Path:
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else (base / p).resolve()
+
+
+def _describe(error: ValidationError) -> str:
+    """Pydantic errors as 'key.path: problem' (with the valid keys for an unknown one)."""
+    problems = []
+    for err in error.errors():
+        loc = [str(p) for p in err["loc"] if not str(p).startswith(("str", "dict["))]
+        where = ".".join(loc) or "top level"
+        if err["type"] == "extra_forbidden":
+            valid = _valid_keys(loc[:-1])
+            problems.append(
+                f"{where}: unknown key" + (f" (valid: {', '.join(valid)})" if valid else "")
+            )
+        elif err["type"] == "missing":
+            problems.append(f"{where}: required key missing")
+        else:
+            problems.append(f"{where}: {err['msg']} (got {err.get('input')!r})")
+    return "; ".join(dict.fromkeys(problems))
+
+
+def _valid_keys(loc: list[str]) -> list[str]:
+    model: Any = PipelineSpec
+    for part in loc:
+        field = model.model_fields.get(part)
+        if field is None or not (
+            isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)
+        ):
+            return []
+        model = field.annotation
+    return list(model.model_fields)
+
+
+@dataclass(frozen=True)
+class _Stage:
+    name: str
+    key: str
+    dir: Path
+    info: dict[str, Any]
+    """The stage's ``_done.json``: what it computed, its settings and how long it took."""
+
+    @property
+    def output_key(self) -> str:
+        """What stages reading this one hash: the hash of its output when it records one
+        (``prepare`` does, so a log re-exported with the same content reruns nothing else)."""
+        return self.info.get("output_hash", self.key)
+
+
+def run_pipeline(
+    config_path: str | Path, *, progress: bool = True, console: Console | None = None
+) -> dict[str, Any]:
+    """Run (or resume, or reuse) the job of a pipeline YAML file.
+
+    Args:
+        config_path: the pipeline YAML file.
+        progress: show training progress bars.
+        console: where stage lines go (default: a new console on stdout).
+
+    Returns a summary: ``stages`` (name, status ``ran`` / ``resumed`` / ``cached``, folder,
+    seconds), ``ran`` and ``cached`` (stage names), ``outputs`` (paths) and ``seconds``.
+    Raises :class:`UserError` for a bad pipeline file or input; the message is also logged.
+    """
+    job = load_job(config_path)
+    job.run_dir.mkdir(parents=True, exist_ok=True)
+    console = console or Console(soft_wrap=True)
+    with _exclusive(job.run_dir), _run_log(job.run_dir / LOG_FILE) as logger:
+        logger.info(
+            "==== pipeline run %s | %s | basketgnn %s | pid %d ====",
+            datetime.datetime.now().isoformat(timespec="seconds"),
+            job.config_path,
+            __version__,
+            os.getpid(),
+        )
+        logger.info("settings: %s", json.dumps(job.spec.model_dump()))
+        runner = _Runner(job, console, logger, progress)
+        try:
+            return runner.run()
+        except KeyboardInterrupt:
+            runner.say(
+                f"interrupted in stage {runner.current}; run the same command again to resume",
+                style="yellow",
+                level=logging.WARNING,
+            )
+            raise
+        except UserError as e:
+            # The caller shows the message; the log keeps it too.
+            logger.error("stopped in stage %s: %s", runner.current, e)
+            raise
+        except Exception:
+            logger.exception("failed in stage %s", runner.current)
+            raise
+
+
+@contextlib.contextmanager
+def _exclusive(run_dir: Path) -> Iterator[None]:
+    """Only one run at a time per run folder (two would clear each other's unfinished stages)."""
+    with open(run_dir / ".pipeline.lock", "w") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UserError(
+                f"{run_dir} is in use by another pipeline run; wait for it to finish or set "
+                "another run_dir."
+            ) from None
+        yield
+
+
+@contextlib.contextmanager
+def _run_log(path: Path) -> Iterator[logging.Logger]:
+    logger = logging.getLogger("basketgnn.pipeline")
+    logger.setLevel(logging.INFO)
+    # Stage lines already go to the console; keep them out of any root handler.
+    logger.propagate = False
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(message)s"))
+    logger.addHandler(handler)
+    try:
+        yield logger
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
+
+
+def _stage_key(name: str, settings: Any, deps: list[_Stage], extra: dict[str, Any]) -> str:
+    payload = {
+        "cache_version": CACHE_VERSION,
+        "basketgnn": __version__,
+        "stage": name,
+        "settings": settings,
+        "deps": [d.output_key for d in deps],
+        **extra,
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+class _Runner:
+    def __init__(self, job: Job, console: Console, logger: logging.Logger, progress: bool) -> None:
+        self.job = job
+        self.console = console
+        self.logger = logger
+        self.progress = progress
+        self.t_start = time.perf_counter()
+        self.n_stages = 5 + (job.dnntsp is not None)
+        self.index = 0
+        self.current = "(setup)"
+        self.stages: list[dict[str, Any]] = []
+        self._data: BasketData | None = None
+        self._split: Split | None = None
+
+    def say(self, message: str, style: str | None = None, level: int = logging.INFO) -> None:
+        elapsed = time.perf_counter() - self.t_start
+        self.console.print(
+            f"[{elapsed:6.1f}s] {message}", style=style, markup=False, highlight=False
+        )
+        self.logger.log(level, message)
+
+    # -- the stage machinery ------------------------------------------------------------------
+
+    def stage(
+        self,
+        name: str,
+        settings: Any,
+        deps: list[_Stage],
+        compute: Callable[[Path], dict[str, Any]],
+        *,
+        resumable: bool = False,
+        extra: dict[str, Any] | None = None,
+    ) -> _Stage:
+        """Reuse the stage's folder when done, else (re)compute it; see the module docstring."""
+        self.index += 1
+        self.current = name
+        key = _stage_key(name, settings, deps, extra or {})
+        folder = self.job.run_dir / "stages" / f"{name}-{key[:12]}"
+        label = f"[stage {self.index}/{self.n_stages}] {name}"
+        done = folder / DONE_FILE
+        if done.is_file():
+            info = json.loads(done.read_text())
+            self.say(f"{label}: cached ({folder.name})")
+            self.stages.append(
+                {"name": name, "status": "cached", "dir": str(folder), "seconds": 0.0}
+            )
+            return _Stage(name, key, folder, info)
+        status = "ran"
+        if folder.exists() and resumable:
+            status = "resumed"
+            self.say(f"{label}: resuming the unfinished run in {folder.name}", style="yellow")
+        else:
+            if folder.exists():
+                self.say(f"{label}: clearing what an interrupted run left in {folder.name}")
+                shutil.rmtree(folder)
+            self.say(f"{label}: running -> stages/{folder.name}", style="bold")
+        folder.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
+        result = compute(folder)
+        seconds = round(time.perf_counter() - t0, 3)
+        info = {
+            "stage": name,
+            "key": key,
+            "settings": settings,
+            "deps": {d.name: d.output_key for d in deps},
+            "seconds": seconds,
+            **(extra or {}),
+            **result,
+        }
+        write_json(done, info)
+        self.say(f"{label}: done in {seconds:.1f}s", style="green")
+        self.stages.append({"name": name, "status": status, "dir": str(folder), "seconds": seconds})
+        return _Stage(name, key, folder, info)
+
+    def data(self, prepare: _Stage) -> BasketData:
+        if self._data is None:
+            from basketgnn.data.dataset import BasketData
+
+            self._data = BasketData.load(prepare.dir / "data")
+        return self._data
+
+    def split(self, split: _Stage, prepare: _Stage) -> Split:
+        if self._split is None:
+            from basketgnn.data.split import load_split
+
+            self._split = load_split(split.dir / "split.json", self.data(prepare))
+        return self._split
+
+    # -- the job --------------------------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        job = self.job
+        spec = job.spec
+        self.say(f"pipeline {job.config_path} -> {job.run_dir}", style="bold")
+
+        inp = spec.input.model_dump(exclude={"memory_limit"})  # a memory limit changes no result
+        inp["path"] = str(job.input_path)
+        prepare = self.stage(
+            "prepare", inp, [], self._prepare, extra={"files": _input_files(job.input_path)}
+        )
+        self._show_data(prepare.info)
+
+        kind = spec.split.kind
+        if kind == "auto":
+            kind = "predefined" if prepare.info["has_predefined_split"] else "temporal"
+        split_settings: dict[str, Any] = {"kind": kind}
+        if kind == "random":
+            split_settings["seed"] = spec.split.seed  # other kinds ignore it: no needless rerun
+        split = self.stage(
+            "split", split_settings, [prepare], lambda d: self._make_split(d, prepare, kind)
+        )
+        self.say(
+            f"  {split.info['name']}: "
+            + ", ".join(f"{n:,} {p}" for p, n in split.info["sizes"].items())
+            + " customers"
+        )
+
+        fit = None
+        if job.dnntsp is not None:
+            fit = self.stage(
+                "fit_dnntsp",
+                # Where training runs is no part of what it computes (as for resume.pt).
+                job.dnntsp.model_dump(exclude={"device", "threads"}),
+                [split],
+                lambda d: self._fit(d, prepare, split),
+                resumable=True,
+            )
+            self.say(
+                f"  best epoch {fit.info['best_epoch']} of {fit.info['epochs_run']}, validation "
+                f"mean NDCG {fit.info['best_validation']['mean_ndcg']:.4f}"
+            )
+
+        evaluate = self.stage(
+            "evaluate",
+            {"baselines": [[n, o] for n, o in job.baselines], "part": EVALUATED_PART},
+            [split] + ([fit] if fit else []),
+            lambda d: self._evaluate(d, prepare, split, fit),
+        )
+        records = json.loads((evaluate.dir / "results.json").read_text())
+        self._show_results(records)
+
+        model = spec.recommend.model
+        rec_settings: dict[str, Any] = {"model": model, "k": spec.recommend.k}
+        if model == "dnntsp":
+            assert fit is not None
+            rec_deps = [prepare, fit]
+        else:
+            rec_settings["options"] = dict(job.baselines)[model]
+            rec_deps = [prepare, split]
+        recommend = self.stage(
+            "recommend",
+            rec_settings,
+            rec_deps,
+            lambda d: self._recommend(d, prepare, split, fit),
+        )
+
+        stages = [prepare, split] + ([fit] if fit else []) + [evaluate, recommend]
+        report = self.stage(
+            "report",
+            {"title": spec.report.title},
+            stages,
+            lambda d: self._report(d, prepare, split, fit, evaluate, recommend, records),
+        )
+
+        self.current = "(outputs)"
+        published = [recommend.dir / f for f in RECOMMENDATION_FILES]
+        published += [report.dir / f for f in report.info["files"]]
+        self._publish(published)
+        out = {p.name: job.run_dir / p.name for p in published}
+        outputs = {
+            "recommendations_parquet": out["recommendations.parquet"],
+            "recommendations_csv": out["recommendations.csv"],
+            "metrics": out["metrics.json"],
+            "report": out["report.html"],
+            "charts": [out[f] for f in report.info["charts"]],
+            "log": job.run_dir / LOG_FILE,
+        }
+        seconds = time.perf_counter() - self.t_start
+        ran = [s["name"] for s in self.stages if s["status"] != "cached"]
+        self.say(
+            f"finished in {seconds:.1f}s ({len(ran)} stage(s) run, "
+            f"{len(self.stages) - len(ran)} cached): {outputs['report']}, {outputs['metrics']}, "
+            f"{outputs['recommendations_parquet']} (and .csv)",
+            style="bold green",
+        )
+        return {
+            "run_dir": job.run_dir,
+            "stages": self.stages,
+            "ran": ran,
+            "cached": [s["name"] for s in self.stages if s["status"] == "cached"],
+            "outputs": outputs,
+            "seconds": seconds,
+        }
+
+    def _publish(self, files: list[Path]) -> None:
+        """Copy stage outputs to the run folder, atomically; identical files are left alone."""
+        for src in files:
+            dst = self.job.run_dir / src.name
+            if dst.is_file() and filecmp.cmp(src, dst, shallow=False):
+                continue
+            with atomic_path(dst) as tmp:
+                shutil.copyfile(src, tmp)
+        names = {f.name for f in files}
+        for old in self.job.run_dir.glob("report_*.png"):
+            if old.name not in names:  # a chart an earlier job had and this one does not
+                old.unlink()
+
+    # -- the stages -----------------------------------------------------------------------------
+
+    def _prepare(self, folder: Path) -> dict[str, Any]:
+        from basketgnn.data.ingest import Columns, PrepareOptions, prepare_log, read_dnntsp_json
+
+        inp = self.job.spec.input
+        path = self.job.input_path
+        if path.is_file() and path.suffix == ".json":
+            data = read_dnntsp_json(path)
+        else:
+            columns = Columns(
+                customer=inp.columns.customer,
+                item=inp.columns.item,
+                basket=inp.columns.basket,
+                timestamp=inp.columns.timestamp,
+            )
+            options = PrepareOptions(
+                min_item_baskets=inp.min_item_baskets,
+                last_n_baskets=inp.last_n,
+                min_baskets=inp.min_baskets,
+                max_baskets=inp.max_baskets,
+                on_bad_rows=inp.on_bad_rows,
+            )
+            self.say(f"  reading {path} with {inp.engine}")
+            try:
+                if inp.engine == "duckdb":
+                    data = _prepare_with_duckdb(path, columns, options, inp.memory_limit)
+                else:
+                    data = prepare_log(path, columns, options)
+            except UserError as e:
+                if "on-bad-rows" not in str(e):
+                    raise
+                raise UserError(
+                    f"{e} In {self.job.config_path.name}, `on_bad_rows: skip` under `input:` "
+                    "skips them."
+                ) from None
+        data.save(folder / "data")
+        described = {
+            "source": str(path),
+            "engine": inp.engine,
+            "customers": data.n_users,
+            "items": data.n_items,
+            "baskets": data.n_baskets,
+            "has_predefined_split": data.has_predefined_split,
+            "report": data.meta.get("report", {}),
+        }
+        return {"output_hash": _data_hash(data, described), **described}
+
+    def _show_data(self, info: dict[str, Any]) -> None:
+        self.say(
+            f"  {info['customers']:,} customers, {info['items']:,} items, {info['baskets']:,} "
+            f"baskets from {info['source']}"
+        )
+        report = info.get("report", {})
+        if report.get("rows_skipped"):
+            self.say(
+                f"  skipped {report['rows_skipped']} bad row(s) of {report['rows_read']:,}: "
+                + " | ".join(report.get("skipped_because", [])),
+                style="yellow",
+                level=logging.WARNING,
+            )
+
+    def _make_split(self, folder: Path, prepare: _Stage, kind: str) -> dict[str, Any]:
+        from basketgnn.data.split import make_split, save_split
+
+        data = self.data(prepare)
+        split = make_split(data, kind, self.job.spec.split.seed)
+        save_split(split, data, folder / "split.json")
+        return {"name": split.name, "sizes": {p: len(inst) for p, inst in split.parts.items()}}
+
+    def _fit(self, folder: Path, prepare: _Stage, split: _Stage) -> dict[str, Any]:
+        from basketgnn.recommenders.dnntsp import DNNTSPRecommender
+        from basketgnn.train.checkpoint import stamp_checkpoint
+
+        config = self.job.dnntsp
+        assert config is not None
+        data, sp = self.data(prepare), self.split(split, prepare)
+        self.say(
+            f"  DNNTSP on {len(sp['train']):,} training and {len(sp['validate']):,} validation "
+            f"customers, at most {config.epochs} epochs"
+        )
+
+        def on_epoch(r: dict[str, Any]) -> None:
+            self.say(
+                f"  epoch {r['epoch']}/{config.epochs}: loss {r['train_loss']:.4f}, validation "
+                f"mean NDCG {r['val_mean_ndcg']:.4f}, recall@10 {r['val_recall@10']:.4f} "
+                f"({r['train_s'] + r['validate_s']:.1f}s)" + ("  best" if r["best"] else "")
+            )
+
+        rec = DNNTSPRecommender(config, out_dir=folder, progress=self.progress, on_epoch=on_epoch)
+        rec.fit(data, sp["train"], sp["validate"])
+        assert rec.result is not None
+        # Lets `basketgnn predict/evaluate --checkpoint` find this run's data and exact split.
+        stamp_checkpoint(folder / "best.pt", prepare.dir / "data", str(split.dir / "split.json"))
+        history = rec.result.history
+        return {
+            "best_epoch": rec.result.best_epoch,
+            "epochs_run": rec.result.epochs_run,
+            "best_validation": _finite(rec.result.best_validation),
+            # Summed per epoch, so a resumed training counts its earlier epochs too.
+            "train_seconds": round(sum(r["train_s"] + r["validate_s"] for r in history), 3),
+        }
+
+    def _dnntsp(self, fit: _Stage) -> DNNTSPRecommender:
+        from basketgnn.recommenders.dnntsp import DNNTSPRecommender
+
+        assert self.job.dnntsp is not None
+        return DNNTSPRecommender.from_checkpoint(fit.dir / "best.pt", self.job.dnntsp.device)
+
+    def _evaluate(
+        self, folder: Path, prepare: _Stage, split: _Stage, fit: _Stage | None
+    ) -> dict[str, Any]:
+        from basketgnn.evaluate import evaluate_model, result_record
+        from basketgnn.metrics import KS
+        from basketgnn.recommenders.registry import make_baseline
+
+        data, sp = self.data(prepare), self.split(split, prepare)
+        test = sp[EVALUATED_PART]
+        # A catalogue smaller than a K has no top K: evaluate at the Ks it has.
+        ks = tuple(k for k in KS if k <= data.n_items) or (data.n_items,)
+        source = prepare.info["source"]
+        records = []
+        for name, options in self.job.baselines:
+            model = make_baseline(name, **options)
+            t0 = time.perf_counter()
+            model.fit(data, sp["train"], sp["validate"])
+            fit_s = time.perf_counter() - t0
+            metrics, score_s = evaluate_model(model, data, test, ks)
+            records.append(
+                result_record(
+                    model,
+                    source,
+                    sp,
+                    EVALUATED_PART,
+                    metrics,
+                    {"fit": fit_s, "score": score_s},
+                    len(test),
+                )
+            )
+            self.say(f"  {name}: fitted and evaluated in {fit_s + score_s:.1f}s")
+        if fit is not None:
+            rec = self._dnntsp(fit)
+            metrics, score_s = evaluate_model(rec, data, test, ks)
+            record = result_record(
+                rec,
+                source,
+                sp,
+                EVALUATED_PART,
+                metrics,
+                {"fit": fit.info["train_seconds"], "score": score_s},
+                len(test),
+            )
+            record["params"].update(
+                best_epoch=fit.info["best_epoch"], epochs_run=fit.info["epochs_run"]
+            )
+            records.append(record)
+            self.say(f"  dnntsp: evaluated in {score_s:.1f}s")
+        write_json(folder / "results.json", records)
+        return {"models": [r["model"] for r in records]}
+
+    def _show_results(self, records: list[dict[str, Any]]) -> None:
+        for r in records:
+            m = r["metrics"]
+            self.say(
+                f"  {r['model']:>10}: "
+                + "  ".join(
+                    f"{k} {m[k]:.4f}" for k in ("recall@10", "ndcg@10", "recall@20", "ndcg@20")
+                )
+            )
+
+    def _recommend(
+        self, folder: Path, prepare: _Stage, split: _Stage, fit: _Stage | None
+    ) -> dict[str, Any]:
+        from basketgnn.recommend import recommend_all, write_recommendations
+        from basketgnn.recommenders.registry import make_baseline
+
+        name = self.job.spec.recommend.model
+        data = self.data(prepare)
+        model: Any
+        if name == "dnntsp":
+            assert fit is not None
+            model = self._dnntsp(fit)
+        else:
+            sp = self.split(split, prepare)
+            model = make_baseline(name, **dict(self.job.baselines)[name])
+            model.fit(data, sp["train"], sp["validate"])
+        frame = recommend_all(model, data, self.job.spec.recommend.k)
+        for f in RECOMMENDATION_FILES:
+            write_recommendations(frame, folder / f)
+        k = int(frame["rank"].max())
+        self.say(f"  top-{k} by {name} for all {data.n_users:,} customers ({len(frame):,} rows)")
+        return {"model": name, "k": k, "customers": data.n_users, "rows": len(frame)}
+
+    def _report(
+        self,
+        folder: Path,
+        prepare: _Stage,
+        split: _Stage,
+        fit: _Stage | None,
+        evaluate: _Stage,
+        recommend: _Stage,
+        records: list[dict[str, Any]],
+    ) -> dict[str, Any]:
+        from basketgnn.pipeline.report import write_report
+
+        # Only what the stages recorded goes in, so an unchanged job writes identical files.
+        summary = {
+            "title": self.job.spec.report.title,
+            "data": {
+                k: prepare.info[k]
+                for k in ("source", "engine", "customers", "items", "baskets", "report")
+            },
+            "split": {
+                "name": split.info["name"],
+                "kind": split.info["settings"]["kind"],
+                "customers": split.info["sizes"],
+            },
+            "evaluated_on": {
+                "part": EVALUATED_PART,
+                "customers": split.info["sizes"][EVALUATED_PART],
+            },
+            "models": records,
+            "dnntsp_training": None
+            if fit is None
+            else {
+                k: fit.info[k]
+                for k in ("best_epoch", "epochs_run", "best_validation", "train_seconds")
+            },
+            "recommendations": {
+                **{k: recommend.info[k] for k in ("model", "k", "customers", "rows")},
+                "files": list(RECOMMENDATION_FILES),
+            },
+            "timing_s": {
+                s.name: s.info["seconds"] for s in (prepare, split, fit, evaluate, recommend) if s
+            },
+        }
+        write_json(folder / "metrics.json", summary)
+        train_log = None
+        if fit is not None:
+            lines = (fit.dir / "train_log.jsonl").read_text().splitlines()
+            train_log = [json.loads(line) for line in lines if line.strip()]
+        charts = write_report(folder, summary, train_log)
+        return {"files": ["metrics.json", "report.html", *charts], "charts": charts}
+
+
+def _input_files(path: Path) -> list[list[Any]]:
+    """(path, size, mtime) of every input file: part of the prepare stage's hash."""
+    from basketgnn.data.ingest import log_files
+
+    files = [path] if path.is_file() and path.suffix == ".json" else log_files(path)
+    return [[str(f.resolve()), (st := f.stat()).st_size, st.st_mtime_ns] for f in files]
+
+
+def _data_hash(data: BasketData, described: dict[str, Any]) -> str:
+    """sha256 of the prepared data and of what later stages say about it (source, report)."""
+    import numpy as np
+
+    h = hashlib.sha256(json.dumps(described, sort_keys=True).encode())
+    for arr in (
+        data.items,
+        data.basket_offsets,
+        data.user_offsets,
+        data.basket_times,
+        data.user_part,
+    ):
+        h.update(np.ascontiguousarray(arr).tobytes())
+    for ids in (data.user_ids, data.item_ids):
+        h.update(json.dumps(ids.tolist()).encode())
+    return h.hexdigest()
+
+
+def _prepare_with_duckdb(
+    path: Path, columns: Any, options: Any, memory_limit: str | None
+) -> BasketData:
+    try:
+        from basketgnn.data.ingest_duckdb import prepare_log_duckdb
+    except ModuleNotFoundError as e:
+        if e.name != "basketgnn.data.ingest_duckdb":
+            raise
+        raise UserError(
+            "input.engine is duckdb, but this installation has no DuckDB ingestion "
+            "(basketgnn.data.ingest_duckdb); set `engine: pandas` under `input:`."
+        ) from None
+    kwargs = {"memory_limit": memory_limit} if memory_limit else {}
+    return prepare_log_duckdb(path, columns, options, **kwargs)
+
+
+def _finite(metrics: dict[str, float]) -> dict[str, float | None]:
+    return {k: None if math.isnan(v) else round(float(v), 6) for k, v in metrics.items()}

@@ -1,0 +1,329 @@
+"""The YAML pipeline: outputs with the right rows, stage caching, exact resume after a kill
+mid-training, bad-row handling, the report, and errors naming the key."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import yaml
+from rich.console import Console
+
+import basketgnn.train.trainer as trainer
+from basketgnn.data.synth import generate_log, write_log
+from basketgnn.errors import UserError
+from basketgnn.pipeline.run import run_pipeline
+
+K = 5
+DNNTSP = {"epochs": 4, "embed_dim": 8, "threads": 1, "lr": 0.01}
+ALL_STAGES = ["prepare", "split", "fit_dnntsp", "evaluate", "recommend", "report"]
+OUTPUTS = [
+    "recommendations.parquet",
+    "recommendations.csv",
+    "metrics.json",
+    "report.html",
+    "report_training.png",
+    "report_metrics_at_k.png",
+    "report_repeat_explore.png",
+]
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _restore_torch_threads():
+    """The jobs train with threads: 1, which torch keeps process-wide."""
+    import torch
+
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def log(tmp_path_factory) -> tuple[Path, pd.DataFrame]:
+    # 50 items: DNNTSP's validation ranks a top 40 (basketgnn.metrics.KS).
+    df = generate_log(n_customers=150, n_items=50, mean_baskets=6, seed=0)
+    path = tmp_path_factory.mktemp("log") / "log.csv"
+    write_log(df, path)
+    return path, df
+
+
+def write_job(folder: Path, log_path: Path, **sections: dict[str, Any]) -> Path:
+    """A pipeline file in ``folder`` (run_dir ``folder/run``, paths relative to the file)."""
+    cfg: dict[str, Any] = {
+        "run_dir": "run",
+        "input": {"path": os.path.relpath(log_path, folder), "engine": "pandas"},
+        "models": {"baselines": ["p-topfreq"], "dnntsp": dict(DNNTSP)},
+        "recommend": {"k": K},
+        "report": {"title": "Pipeline test"},
+    }
+    for name, values in sections.items():
+        cfg[name] = {**cfg.get(name, {}), **values} if isinstance(values, dict) else values
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "job.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def run(config: Path, console_out: io.StringIO | None = None) -> dict[str, Any]:
+    console = Console(file=console_out or io.StringIO(), width=200)
+    return run_pipeline(config, progress=False, console=console)
+
+
+def status(summary: dict[str, Any]) -> dict[str, str]:
+    return {s["name"]: s["status"] for s in summary["stages"]}
+
+
+def without_timings(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {
+            k: without_timings(v) for k, v in obj.items() if k not in ("timing_s", "train_seconds")
+        }
+    if isinstance(obj, list):
+        return [without_timings(v) for v in obj]
+    return obj
+
+
+@pytest.fixture(scope="module")
+def first(log, tmp_path_factory) -> tuple[Path, dict[str, Any]]:
+    """Run A: the test job, uninterrupted."""
+    config = write_job(tmp_path_factory.mktemp("a"), log[0])
+    return config, run(config)
+
+
+def test_outputs_hold_top_k_for_every_customer_in_original_ids(first, log):
+    config, summary = first
+    _, df = log
+    run_dir = config.parent / "run"
+    assert summary["ran"] == ALL_STAGES and summary["cached"] == []
+    for name in OUTPUTS + ["pipeline.log"]:
+        assert (run_dir / name).is_file(), name
+
+    recs = pd.read_parquet(run_dir / "recommendations.parquet")
+    assert list(recs.columns) == ["customer_id", "item_id", "rank", "score"]
+    baskets = df.groupby("customer_id")["basket_id"].nunique()
+    assert set(recs["customer_id"]) == set(baskets.index[baskets >= 2])
+    ranks = recs.groupby("customer_id", sort=False)["rank"].apply(list)
+    assert all(r == list(range(1, K + 1)) for r in ranks) and len(recs) == K * len(ranks)
+    assert set(recs["item_id"]) <= set(df["item_id"])
+    assert not recs.duplicated(["customer_id", "item_id"]).any()
+    csv = pd.read_csv(run_dir / "recommendations.csv", dtype={"customer_id": str, "item_id": str})
+    pd.testing.assert_frame_equal(csv, recs, check_dtype=False, atol=1e-6)
+
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert [r["model"] for r in metrics["models"]] == ["p-topfreq", "dnntsp"]
+    assert metrics["split"]["name"].startswith("temporal")
+    assert metrics["evaluated_on"]["customers"] == len(baskets)
+    for r in metrics["models"]:
+        assert r["split"] == metrics["split"]["name"] and r["n_users"] == len(baskets)
+        assert {"recall@10", "ndcg@20", "phr@40", "repeat_recall@10", "explore_recall@20"} <= set(
+            r["metrics"]
+        )
+        assert {"fit", "score"} <= set(r["timing_s"])
+    assert set(metrics["timing_s"]) == set(ALL_STAGES) - {"report"}
+    assert metrics["dnntsp_training"]["epochs_run"] == DNNTSP["epochs"]
+    assert metrics["recommendations"] == {
+        "model": "dnntsp",
+        "k": K,
+        "customers": len(baskets),
+        "rows": len(recs),
+        "files": ["recommendations.parquet", "recommendations.csv"],
+    }
+    assert "pipeline run" in (run_dir / "pipeline.log").read_text()
+
+
+def test_report_references_valid_pngs_next_to_it(first):
+    config, _ = first
+    run_dir = config.parent / "run"
+    page = (run_dir / "report.html").read_text()
+    images = re.findall(r"<img src='([^']+)'", page)
+    assert sorted(images) == sorted(f for f in OUTPUTS if f.endswith(".png"))
+    for name in images:
+        assert (run_dir / name).read_bytes().startswith(PNG_SIGNATURE), name
+    assert "<table>" in page and "<b>" in page and "temporal" in page
+    assert "http" not in page  # self-contained: no external assets
+
+
+def test_rerun_of_an_unchanged_job_reuses_every_stage_and_same_bytes(first):
+    config, _ = first
+    run_dir = config.parent / "run"
+    before = {name: (run_dir / name).read_bytes() for name in OUTPUTS}
+    again = run(config)
+    assert again["ran"] == [] and again["cached"] == ALL_STAGES
+    assert {name: (run_dir / name).read_bytes() for name in OUTPUTS} == before
+    assert (run_dir / "pipeline.log").read_text().count("pipeline run") == 2
+
+
+def test_changing_a_dnntsp_setting_reruns_only_training_onwards(first, log, tmp_path):
+    config, _ = first
+    shutil.copytree(config.parent / "run", tmp_path / "run")
+    changed = write_job(tmp_path, log[0], models={"dnntsp": {**DNNTSP, "lr": 0.005}})
+    summary = run(changed)
+    assert status(summary) == {
+        "prepare": "cached",
+        "split": "cached",
+        "fit_dnntsp": "ran",
+        "evaluate": "ran",
+        "recommend": "ran",
+        "report": "ran",
+    }
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["models"][1]["params"]["lr"] == 0.005
+
+
+def test_changing_only_where_training_runs_reruns_nothing(first, log, tmp_path):
+    config, _ = first
+    shutil.copytree(config.parent / "run", tmp_path / "run")
+    summary = run(write_job(tmp_path, log[0], models={"dnntsp": {**DNNTSP, "threads": 2}}))
+    assert summary["ran"] == []
+
+
+def test_killed_mid_training_then_rerun_ends_as_an_uninterrupted_run(
+    first, log, tmp_path, monkeypatch
+):
+    config_a, _ = first
+    config_b = write_job(tmp_path, log[0])
+    calls = {"n": 0}
+    real = trainer.validation_metrics
+
+    def killed_in_epoch_3(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(trainer, "validation_metrics", killed_in_epoch_3)
+    with pytest.raises(KeyboardInterrupt):
+        run(config_b)
+    monkeypatch.undo()
+    run_b = tmp_path / "run"
+    (fit_dir,) = (run_b / "stages").glob("fit_dnntsp-*")
+    assert (fit_dir / "resume.pt").is_file() and not (fit_dir / "_done.json").exists()
+    assert not (run_b / "recommendations.parquet").exists()
+    assert "interrupted in stage fit_dnntsp" in (run_b / "pipeline.log").read_text()
+
+    summary = run(config_b)
+    assert status(summary)["fit_dnntsp"] == "resumed"
+    assert status(summary)["prepare"] == status(summary)["split"] == "cached"
+    epochs = [
+        json.loads(line)["epoch"] for line in (fit_dir / "train_log.jsonl").read_text().splitlines()
+    ]
+    assert epochs == [1, 2, 3, 4]
+    run_a = config_a.parent / "run"
+    for name in ("recommendations.parquet", "recommendations.csv"):
+        assert (run_b / name).read_bytes() == (run_a / name).read_bytes(), name
+    metrics_a = json.loads((run_a / "metrics.json").read_text())
+    metrics_b = json.loads((run_b / "metrics.json").read_text())
+    assert without_timings(metrics_b) == without_timings(metrics_a)
+
+
+@pytest.fixture(scope="module")
+def bad_log(log, tmp_path_factory) -> Path:
+    df = log[1].astype({"timestamp": str})
+    df.loc[4, "timestamp"] = "not a date"  # data row 5 of the file
+    path = tmp_path_factory.mktemp("bad") / "bad.csv"
+    write_log(df, path)
+    return path
+
+
+BASELINES_ONLY = {
+    "models": {"baselines": ["p-topfreq"], "dnntsp": None},
+    "recommend": {"model": "p-topfreq"},
+}
+
+
+def test_a_bad_row_stops_the_job_by_default_naming_file_row_and_value(bad_log, tmp_path):
+    config = write_job(tmp_path, bad_log, **copy.deepcopy(BASELINES_ONLY))
+    with pytest.raises(
+        UserError, match=r"bad\.csv row 5 \(timestamp='not a date'\).*on_bad_rows: skip"
+    ):
+        run(config)
+    assert not (tmp_path / "run" / "recommendations.parquet").exists()
+    assert "bad.csv row 5" in (tmp_path / "run" / "pipeline.log").read_text()
+
+
+def test_skipped_bad_rows_are_counted_and_shown_everywhere(bad_log, tmp_path):
+    sections = copy.deepcopy(BASELINES_ONLY)
+    config = write_job(
+        tmp_path, bad_log, input={"path": bad_log.name, "on_bad_rows": "skip"}, **sections
+    )
+    shutil.copy(bad_log, tmp_path / bad_log.name)
+    out = io.StringIO()
+    summary = run(config, out)
+    run_dir = tmp_path / "run"
+    assert summary["ran"] == [s for s in ALL_STAGES if s != "fit_dnntsp"]
+    report = json.loads((run_dir / "metrics.json").read_text())["data"]["report"]
+    assert report["rows_skipped"] == 1 and "row 5" in report["skipped_because"][0]
+    assert "skipped 1 bad row(s)" in out.getvalue()
+    assert "skipped 1 bad row(s)" in (run_dir / "pipeline.log").read_text()
+    assert "1 bad row(s) skipped" in (run_dir / "report.html").read_text()
+    assert not (run_dir / "report_training.png").exists()
+
+
+def test_duckdb_engine_gives_the_same_recommendations_as_pandas(log, tmp_path):
+    try:
+        import basketgnn.data.ingest_duckdb  # noqa: F401
+    except ImportError as e:
+        pytest.skip(f"basketgnn.data.ingest_duckdb is not importable ({e})")
+    runs = {}
+    for engine in ("pandas", "duckdb"):
+        config = write_job(
+            tmp_path / engine, log[0], input={"engine": engine}, **copy.deepcopy(BASELINES_ONLY)
+        )
+        summary = run(config)
+        assert summary["ran"] == [s for s in ALL_STAGES if s != "fit_dnntsp"]
+        runs[engine] = tmp_path / engine / "run"
+    for name in ("recommendations.parquet", "recommendations.csv"):
+        assert (runs["duckdb"] / name).read_bytes() == (runs["pandas"] / name).read_bytes()
+    m = {e: json.loads((d / "metrics.json").read_text()) for e, d in runs.items()}
+    assert m["duckdb"]["data"]["engine"] == "duckdb"
+    assert without_timings(m["duckdb"]["models"]) == without_timings(m["pandas"]["models"])
+
+
+def test_a_log_rewritten_with_the_same_content_reruns_only_prepare(log, tmp_path):
+    log_path = tmp_path / "log.csv"
+    shutil.copy(log[0], log_path)
+    config = write_job(tmp_path, log_path, **copy.deepcopy(BASELINES_ONLY))
+    run(config)
+    os.utime(log_path, ns=(0, 0))
+    summary = run(config)
+    assert summary["ran"] == ["prepare"]
+    assert summary["cached"] == ["split", "evaluate", "recommend", "report"]
+
+
+def test_a_catalogue_smaller_than_the_largest_k_is_evaluated_at_the_ks_it_has(tmp_path):
+    log_path = tmp_path / "small.csv"
+    write_log(generate_log(n_customers=150, n_items=30, mean_baskets=6, seed=0), log_path)
+    config = write_job(tmp_path, log_path, **copy.deepcopy(BASELINES_ONLY))
+    run(config)
+    (record,) = json.loads((tmp_path / "run" / "metrics.json").read_text())["models"]
+    assert {k.split("@")[1] for k in record["metrics"]} == {"10", "20", "30"}
+
+
+@pytest.mark.parametrize(
+    ("sections", "message"),
+    [
+        (
+            {"input": {"engin": "pandas"}},
+            r"input\.engin: unknown key \(valid: path, columns, engine",
+        ),
+        ({"input": {"engine": "spark"}}, r"input\.engine: .*'duckdb' or 'pandas'"),
+        ({"split": {"kind": "weekly"}}, r"split\.kind"),
+        ({"models": {"dnntsp": {"lr": -1}}}, r"models\.dnntsp: .*lr"),
+        ({"models": {"baselines": ["most-popular"]}}, r"models\.baselines\[0\]: Unknown baseline"),
+        ({"recommend": {"model": "tifu-knn"}}, r"recommend\.model is 'tifu-knn'"),
+    ],
+)
+def test_a_bad_pipeline_file_is_an_error_naming_the_key(log, tmp_path, sections, message):
+    config = write_job(tmp_path, log[0], **sections)
+    with pytest.raises(UserError, match=message):
+        run_pipeline(config)
+    assert not (tmp_path / "run").exists()
