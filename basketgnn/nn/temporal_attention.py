@@ -82,8 +82,10 @@ class MaskedTemporalSelfAttention(nn.Module):
     def forward_rows(
         self, rows: torch.Tensor, buckets: tuple[AttentionBucket, ...], num_nodes: int, T: int
     ) -> torch.Tensor:
-        out = rows.new_zeros(num_nodes, T, self.out_dim)
+        if not buckets:
+            return rows.new_zeros(num_nodes, T, self.out_dim)
         scale = self.d_head**-0.5
+        outs = []
         for b in buckets:
             q, k, v = self._split(rows[b.rows])  # each [M_b, heads, D, d_head]
             s = (q @ k.transpose(-1, -2)) * scale  # [M_b, heads, D (query), D (key)]
@@ -92,5 +94,9 @@ class MaskedTemporalSelfAttention(nn.Module):
             a = torch.softmax(s + b.log_count.to(s.dtype).unsqueeze(1), dim=-1)  # [M_b, heads, T, D]
             if self.training and self.dropout > 0:
                 a = F.dropout(a, self.dropout)
-            out = out.index_copy(0, b.nodes, self._merge_heads(a @ v))  # [M_b, T, d] into [M, T, d]
-        return out
+            outs.append(self._merge_heads(a @ v))  # [M_b, T, d]
+        # Buckets partition the nodes: one gather puts every node back in place.
+        order = torch.cat([b.nodes for b in buckets])  # [M] node of each concatenated row
+        position = torch.empty_like(order)
+        position[order] = torch.arange(len(order), device=order.device)
+        return torch.cat(outs)[position]  # [M, T, d]
