@@ -22,4 +22,4 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check basketgnn tests
 
 clean:
-	rm -rf $(VENV) runs
+	rm -rf $(VENV) runs/demo runs/pipeline-example

@@ -53,8 +53,13 @@ def synth(
     from basketgnn.data.synth import generate_log, write_log
 
     t0 = time.perf_counter()
-    df = generate_log(n_customers=customers, n_items=items, mean_baskets=mean_baskets, seed=seed)
-    write_log(df, out)
+    try:
+        df = generate_log(
+            n_customers=customers, n_items=items, mean_baskets=mean_baskets, seed=seed
+        )
+        write_log(df, out)
+    except ValueError as e:
+        raise UserError(f"synth: {e}") from None
     console.print(
         f"wrote {out}: {len(df):,} rows, {df['customer_id'].nunique():,} customers, "
         f"{df['item_id'].nunique():,} items ({time.perf_counter() - t0:.1f}s)"
@@ -169,7 +174,7 @@ def evaluate(
     ] = None,
     split: Annotated[str, typer.Option(help="Part to evaluate on: test or validate.")] = "test",
     split_kind: SplitOpt = "auto",
-    seed: Annotated[int, typer.Option(help="Seed (random split, models).")] = 0,
+    seed: Annotated[int, typer.Option(help="Seed of a random split.")] = 0,
     device: Annotated[str | None, typer.Option(help="torch device for --checkpoint.")] = None,
     output: Annotated[Path | None, typer.Option(help="Write the result as JSON here.")] = None,
 ) -> None:
@@ -263,7 +268,7 @@ def train(
     Example: `basketgnn train --data TaFeng.json --out runs/tafeng --epochs 60`
     """
     from basketgnn.config import load_config
-    from basketgnn.data.split import make_split
+    from basketgnn.data.split import make_split, save_split
     from basketgnn.evaluate import evaluate_model
     from basketgnn.recommenders.dnntsp import DNNTSPRecommender
     from basketgnn.train.checkpoint import stamp_checkpoint
@@ -273,9 +278,10 @@ def train(
     sp = make_split(dataset, split_kind, cfg.seed)
 
     def show(r: dict[str, Any]) -> None:
+        k = _first_k(r, "val_")
         console.print(
             f"epoch {r['epoch']:3d}  loss {r['train_loss']:.4f}  "
-            f"val recall@10 {r['val_recall@10']:.4f}  ndcg@10 {r['val_ndcg@10']:.4f}  "
+            f"val recall@{k} {r[f'val_recall@{k}']:.4f}  ndcg@{k} {r[f'val_ndcg@{k}']:.4f}  "
             f"mean ndcg {r['val_mean_ndcg']:.4f}  {r['train_s']:.1f}s"
             + ("  [green]best[/]" if r["best"] else ""),
             highlight=False,
@@ -288,13 +294,21 @@ def train(
     )
     rec.fit(dataset, sp["train"], sp["validate"])
     assert rec.result is not None and rec.model is not None
-    stamp_checkpoint(out / "best.pt", data, split_kind)
+    # The exact split travels with the checkpoint, so evaluation never sees training users.
+    save_split(sp, dataset, out / "split.json")
+    stamp_checkpoint(out / "best.pt", data, str((out / "split.json").resolve()))
     metrics, _ = evaluate_model(rec, dataset, sp["validate"])
+    k = _first_k(metrics)
     console.print(
         f"best epoch {rec.result.best_epoch} of {rec.result.epochs_run} "
-        f"({rec.result.seconds:.0f}s); validation recall@10 {metrics['recall@10']:.4f} "
-        f"ndcg@10 {metrics['ndcg@10']:.4f}; checkpoint {out / 'best.pt'}"
+        f"({rec.result.seconds:.0f}s); validation recall@{k} {metrics[f'recall@{k}']:.4f} "
+        f"ndcg@{k} {metrics[f'ndcg@{k}']:.4f}; checkpoint {out / 'best.pt'}"
     )
+
+
+def _first_k(metrics: dict[str, Any], prefix: str = "") -> int:
+    """The smallest cut-off present (10, or less for a tiny catalogue)."""
+    return min(int(k.split("@")[1]) for k in metrics if k.startswith(f"{prefix}recall@"))
 
 
 @app.command()
@@ -310,7 +324,7 @@ def predict(
     data: Annotated[
         Path | None, typer.Option(help="Dataset holding --user (default: the checkpoint's data).")
     ] = None,
-    k: Annotated[int, typer.Option(help="How many items to predict.")] = 10,
+    k: Annotated[int, typer.Option(min=1, help="How many items to predict.")] = 10,
     device: Annotated[str | None, typer.Option(help="torch device.")] = None,
 ) -> None:
     """Print the predicted next basket (original item ids, with scores).
@@ -378,7 +392,7 @@ def recommend(
     data: Annotated[
         Path | None, typer.Option(help="Customers to recommend for (default: the checkpoint's data).")
     ] = None,
-    k: Annotated[int, typer.Option(help="Items per customer.")] = 20,
+    k: Annotated[int, typer.Option(min=1, help="Items per customer (at most the catalogue).")] = 20,
     device: Annotated[str | None, typer.Option(help="torch device.")] = None,
 ) -> None:
     """Top-k for every customer from their full history: rows (customer_id, item_id, rank, score).

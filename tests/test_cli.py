@@ -98,3 +98,39 @@ def test_bad_row_is_reported_with_file_and_row(monkeypatch, capsys, tmp_path):
     code, _, err = run(monkeypatch, capsys, "prepare", str(path), "--out", str(tmp_path / "o"),
                        "--on-bad-rows", "skip")
     assert code == 0 and "skipped 1 bad row" in " ".join(err.split())
+
+
+def test_prepare_refuses_to_replace_a_folder_that_is_not_a_dataset(monkeypatch, capsys, log_csv, tmp_path):
+    victim = tmp_path / "runs"
+    (victim / "dnntsp").mkdir(parents=True)
+    (victim / "dnntsp" / "best.pt").write_text("precious")
+    code, _, err = run(monkeypatch, capsys, "prepare", str(log_csv), "--out", str(victim))
+    assert code == 2 and "refusing to replace it" in " ".join(err.split())
+    assert (victim / "dnntsp" / "best.pt").read_text() == "precious"
+    # a prepared dataset is replaced as asked
+    assert run(monkeypatch, capsys, "prepare", str(log_csv), "--out", str(tmp_path / "ds"))[0] == 0
+    assert run(monkeypatch, capsys, "prepare", str(log_csv), "--out", str(tmp_path / "ds"))[0] == 0
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [('{"train": [], "validate": {}, "test": {}}', "'train' must map user ids"),
+     ('{"train": {"u": [["a"]]}, "validate": {}, "test": {}}', "user 'u' in 'train' is not a list")],
+)
+def test_malformed_dnntsp_json(monkeypatch, capsys, tmp_path, content, message):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    code, _, err = run(monkeypatch, capsys, "evaluate", "--data", str(path), "--model", "g-topfreq")
+    assert code == 2 and message in " ".join(err.split())
+
+
+def test_bad_config_combinations_and_k(monkeypatch, capsys, tmp_path):
+    from basketgnn.config import load_config
+    from basketgnn.errors import UserError
+
+    with pytest.raises(UserError, match="embed_dim 30 must be divisible by heads 4"):
+        load_config(None, embed_dim=30)
+    with pytest.raises(UserError, match="device"):
+        load_config(None, device="bogus")
+    code, _, _ = run(monkeypatch, capsys, "predict", "--checkpoint", "x.pt", "--user", "u", "--k", "0")
+    assert code == 2

@@ -42,6 +42,8 @@ def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """
     starts = np.asarray(starts, dtype=np.int64)
     lengths = np.asarray(lengths, dtype=np.int64)
+    if len(lengths) and int(lengths.min()) < 0:
+        raise ValueError("ranges() got a negative length")
     total = int(lengths.sum())
     if total == 0:
         return np.zeros(0, dtype=np.int64)
@@ -191,10 +193,6 @@ class BasketData:
         )
         return aligned, int((~known).sum())
 
-    def item_index(self) -> dict[str, int]:
-        """Original item id -> item index."""
-        return {str(k): i for i, k in enumerate(self.item_ids.tolist())}
-
     def user_index(self) -> dict[str, int]:
         """Original customer id -> user index."""
         return {str(k): i for i, k in enumerate(self.user_ids.tolist())}
@@ -219,7 +217,20 @@ class BasketData:
             raise ValueError(f"invalid BasketData: {', '.join(broken)} does not hold")
 
     def save(self, path: str | Path) -> None:
-        """Write the dataset folder atomically (a crash leaves any earlier folder intact)."""
+        """Write the dataset folder atomically (a crash leaves any earlier folder intact).
+
+        An existing folder is replaced only when it is empty or a prepared dataset, never a
+        folder holding anything else.
+        """
+        path = Path(path)
+        if path.exists() and (
+            not path.is_dir()
+            or (any(path.iterdir()) and not (path / "meta.json").is_file())
+        ):
+            raise UserError(
+                f"{path} exists and is not a prepared dataset; refusing to replace it. "
+                "Choose a new or empty folder for --out."
+            )
         meta = {
             "format": FORMAT_NAME,
             "version": FORMAT_VERSION,

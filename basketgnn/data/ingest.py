@@ -342,7 +342,17 @@ def read_dnntsp_json(path: str | Path) -> BasketData:
     user_ids: list[str] = []
     parts: list[int] = []
     for code, part in enumerate(PARTS):
+        if not isinstance(raw[part], dict):
+            raise UserError(f"{path}: {part!r} must map user ids to lists of baskets.")
         for user, baskets in raw[part].items():
+            if not isinstance(baskets, list) or not all(
+                isinstance(b, list) and all(isinstance(i, int) and i >= 0 for i in b)
+                for b in baskets
+            ):
+                raise UserError(
+                    f"{path}: user {user!r} in {part!r} is not a list of baskets of "
+                    "non-negative integer item ids."
+                )
             sequences.append(baskets)
             user_ids.append(str(user))
             parts.append(code)

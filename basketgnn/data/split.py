@@ -40,7 +40,7 @@ class Instances:
 @dataclass(frozen=True)
 class Split:
     name: str
-    """How the split was made, recorded with every result (e.g. ``random(seed=0, 0.8/0.1/0.1)``)."""
+    """How the split was made, recorded with every result (e.g. ``random(seed=0, fractions=0.8/0.1/0.1)``)."""
     parts: dict[str, Instances]
 
     def __getitem__(self, part: str) -> Instances:
@@ -59,7 +59,10 @@ def prefix_instances(instances: Instances) -> Instances:
 
 
 def _last_basket_instances(data: BasketData, users: np.ndarray) -> Instances:
+    """Each user's last basket as target; users with fewer than 2 baskets (possible after
+    aligning data to another catalogue) have no history and are left out."""
     users = np.asarray(users, dtype=np.int64)
+    users = users[data.n_baskets_per_user[users] >= 2]
     return Instances(users, data.n_baskets_per_user[users] - 1)
 
 
@@ -124,10 +127,20 @@ def load_split(path: str | Path, data: BasketData) -> Split:
                     f"{path}: part {p!r} names {len(missing)} customer(s) not in the dataset, "
                     f"e.g. {missing[0]!r}; the split was made for other data. Make a new split."
                 )
-            parts[p] = Instances(
+            inst = Instances(
                 np.asarray([index[i] for i in ids], dtype=np.int64),
                 np.asarray(raw["n_history"][p], dtype=np.int64),
             )
+            n = data.n_baskets_per_user[inst.users]
+            bad = np.flatnonzero((inst.n_history < 1) | (inst.n_history >= n))
+            if len(bad):
+                u = ids[bad[0]]
+                raise UserError(
+                    f"{path}: part {p!r} asks for a history of {inst.n_history[bad[0]]} baskets "
+                    f"of customer {u!r}, who has {n[bad[0]]} in this data ({len(bad)} such "
+                    "customers); the split was made for other data. Make a new split."
+                )
+            parts[p] = inst
         return Split(str(raw["name"]), parts)
     except (OSError, KeyError, TypeError, json.JSONDecodeError) as e:
         raise UserError(f"{path}: not a split file written by basketgnn ({e!r}).") from None

@@ -108,6 +108,7 @@ class GraphBatch:
             k: (v.to(device) if isinstance(v, torch.Tensor) else v)
             for k, v in self.__dict__.items()
         }
+        fields["graph"] = self.graph.to(device)
         fields["attention"] = tuple(b.to(device) for b in self.attention)
         return GraphBatch(**fields)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from torch import nn
 
 from basketgnn.graph.cooccurrence import GraphBatch
@@ -81,6 +81,27 @@ class DNNTSPConfig(BaseModel):
     seed: int = Field(0, description="Seed of initialisation and batch order.")
     device: str = Field("cpu", description="torch device, e.g. cpu or cuda.")
     threads: int = Field(0, ge=0, description="torch CPU threads (0 = torch's default).")
+
+
+    @field_validator("device")
+    @classmethod
+    def _device_exists(cls, value: str) -> str:
+        try:
+            device = torch.device(value)
+        except RuntimeError as e:
+            raise ValueError(f"not a torch device ({e})") from None
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError("CUDA is not available on this machine; use device: cpu")
+        return value
+
+    @model_validator(mode="after")
+    def _heads_divide_embedding(self) -> DNNTSPConfig:
+        if self.attention and self.head_merge == "concat" and self.embed_dim % self.heads:
+            raise ValueError(
+                f"embed_dim {self.embed_dim} must be divisible by heads {self.heads} "
+                "(or use head_merge: mean)"
+            )
+        return self
 
 
 class DNNTSP(nn.Module):
@@ -151,10 +172,6 @@ class DNNTSP(nn.Module):
         """Row features to each node's left-aligned sequence; padding holds the absent row's
         value and is masked out later. Shapes: rows [R, d] -> [M, T_max, d]."""
         return rows[batch.seq_row]
-
-    def node_sequences(self, batch: GraphBatch) -> torch.Tensor:
-        """C: each user-node's embedding at every timestamp. Shapes: -> [M, T_max, d]."""
-        return self.expand_sequences(batch, self.row_features(batch))
 
     def forward(self, batch: GraphBatch) -> torch.Tensor:
         if len(batch.node_item) == 0:  # no user of the batch has a known history item

@@ -656,7 +656,7 @@ class _Runner:
         def on_epoch(r: dict[str, Any]) -> None:
             self.say(
                 f"  epoch {r['epoch']}/{config.epochs}: loss {r['train_loss']:.4f}, validation "
-                f"mean NDCG {r['val_mean_ndcg']:.4f}, recall@10 {r['val_recall@10']:.4f} "
+                f"mean NDCG {r['val_mean_ndcg']:.4f}, recall@10 {r.get('val_recall@10', float('nan')):.4f} "
                 f"({r['train_s'] + r['validate_s']:.1f}s)" + ("  best" if r["best"] else "")
             )
 
@@ -737,7 +737,9 @@ class _Runner:
             self.say(
                 f"  {r['model']:>10}: "
                 + "  ".join(
-                    f"{k} {m[k]:.4f}" for k in ("recall@10", "ndcg@10", "recall@20", "ndcg@20")
+                    f"{k} {m[k]:.4f}"
+                    for k in ("recall@10", "ndcg@10", "recall@20", "ndcg@20")
+                    if m.get(k) is not None
                 )
             )
 

@@ -45,8 +45,6 @@ class DNNTSPRecommender:
     @classmethod
     def from_checkpoint(cls, path: str | Path, device: str | None = None) -> DNNTSPRecommender:
         model, config, state = load_checkpoint(path, device or "cpu")
-        if device is not None:
-            config = config.model_copy(update={"device": device})
         rec = cls(config)
         rec.model = model
         rec.item_ids = np.asarray(state["item_ids"])

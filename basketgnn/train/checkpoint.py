@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from pydantic import ValidationError
 
 from basketgnn.errors import UserError
 from basketgnn.io_utils import atomic_path
@@ -41,14 +42,25 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[DNNTSP, DNNT
     if not path.is_file():
         raise UserError(f"{path}: no such checkpoint file. Train one with `basketgnn train`.")
     try:
-        state = torch.load(path, map_location=device, weights_only=False)
+        # Always onto the CPU first: a GPU-trained checkpoint must load on any machine.
+        state = torch.load(path, map_location="cpu", weights_only=False)
     except Exception as e:  # noqa: BLE001 - any unpickling failure means "not a checkpoint"
         raise UserError(f"{path}: not a basketgnn checkpoint ({type(e).__name__}).") from None
     if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
         raise UserError(f"{path}: not a basketgnn DNNTSP checkpoint (format {CHECKPOINT_FORMAT}).")
-    config = DNNTSPConfig(**state["config"])
-    model = DNNTSP.from_config(state["num_items"], config)
-    model.load_state_dict(state["state_dict"])
+    try:
+        DNNTSPConfig(device=device)
+    except ValidationError as e:
+        raise UserError(f"device {device!r}: {e.errors()[0]['msg']}") from None
+    try:
+        config = DNNTSPConfig(**state["config"]).model_copy(update={"device": device})
+        model = DNNTSP.from_config(state["num_items"], config)
+        model.load_state_dict(state["state_dict"])
+    except Exception as e:  # noqa: BLE001 - a checkpoint of another version or model
+        raise UserError(
+            f"{path}: written by an incompatible basketgnn version ({type(e).__name__}); "
+            "train it again."
+        ) from None
     model.to(device).eval()
     return model, config, state
 

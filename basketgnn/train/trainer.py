@@ -143,7 +143,11 @@ def train_dnntsp(
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         resumed = _load_resume(out / "resume.pt", config, fingerprint)
-        if resumed is not None:
+        if resumed is None:
+            # A different run: start its log and checkpoints afresh, never mixed with the old.
+            for stale_file in ("train_log.jsonl", "best.pt", "resume.pt"):
+                (out / stale_file).unlink(missing_ok=True)
+        else:
             model.load_state_dict(resumed["model"])
             optimizer.load_state_dict(resumed["optimizer"])
             scheduler.load_state_dict(resumed["scheduler"])

@@ -57,3 +57,22 @@ def test_prefix_instances():
 
     p = prefix_instances(Instances(np.array([5, 7]), np.array([3, 1])))
     assert p.users.tolist() == [5, 5, 5, 7] and p.n_history.tolist() == [1, 2, 3, 1]
+
+
+def test_loaded_split_must_fit_the_data(tmp_path):
+    data = from_sequences(SEQS * 25)
+    sp = random_user_split(data, seed=1)
+    save_split(sp, data, tmp_path / "split.json")
+    shorter = from_sequences([s[:2] for s in SEQS] * 25)  # same customers, fewer baskets
+    with pytest.raises(UserError, match="the split was made for other data"):
+        load_split(tmp_path / "split.json", shorter)
+
+
+def test_users_without_history_are_left_out_of_last_basket_splits():
+    # User 1 has a single basket (e.g. after aligning to another catalogue): no history.
+    data = from_sequences(
+        [[[0], [1]], [[2]], [[0], [1], [2]], [[1], [2]]], user_part=np.array([0, 0, 2, 1], np.int8)
+    )
+    sp = make_split(data, "predefined")
+    assert sp["train"].users.tolist() == [0] and sp["train"].n_history.tolist() == [1]
+    assert sp["test"].users.tolist() == [2] and sp["test"].n_history.tolist() == [2]
