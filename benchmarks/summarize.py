@@ -45,13 +45,7 @@ def main() -> None:
         print("| model | n | " + " | ".join(f"@{k} R / N / P" for k in KS) + " |")
         print("|---|---|" + "---|" * len(KS))
         for name, runs in groups.items():
-            cells = []
-            for k in KS:
-                parts = []
-                for m in METRICS:
-                    v = np.array([r["metrics"][f"{m}@{k}"] for r in runs])
-                    parts.append(f"{v.mean():.4f}" + (f"±{v.std(ddof=1):.4f}" if len(v) > 1 else ""))
-                cells.append(" / ".join(parts))
+            cells = _cells(runs)
             print(f"| {name} | {len(runs)} | " + " | ".join(cells) + " |")
 
 

@@ -209,14 +209,27 @@ def prepare_log(
             raise UserError(f"{path}: every row was bad and skipped; nothing is left to prepare.")
 
     data = _build(df, columns, options, report)
+    record_source(data, path, columns, options, report)
+    return data
+
+
+def record_source(
+    data: BasketData,
+    path: str | Path,
+    columns: Columns,
+    options: PrepareOptions,
+    report: dict[str, Any],
+    **extra: Any,
+) -> None:
+    """Store where a prepared dataset came from and how (its meta.json), for either engine."""
     data.meta.update(
         source=str(path),
         source_kind="log",
         columns=asdict(columns),
         options=asdict(options),
         report=report,
+        **extra,
     )
-    return data
 
 
 def _build(

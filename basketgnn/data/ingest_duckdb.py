@@ -41,7 +41,6 @@ from __future__ import annotations
 import csv
 import gzip
 import tempfile
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +48,13 @@ import duckdb
 import numpy as np
 
 from basketgnn.data.dataset import NO_TIME, BasketData, _offsets
-from basketgnn.data.ingest import Columns, PrepareOptions, _check_columns, log_files
+from basketgnn.data.ingest import (
+    Columns,
+    PrepareOptions,
+    _check_columns,
+    log_files,
+    record_source,
+)
 from basketgnn.errors import UserError
 
 # pandas' default NA strings (read_csv keep_default_na=True), so both paths see the same nulls.
@@ -118,14 +123,7 @@ def prepare_log_duckdb(
             ) from None
         finally:
             con.close()
-    data.meta.update(
-        source=str(path),
-        source_kind="log",
-        columns=asdict(columns),
-        options=asdict(options),
-        report=report,
-        engine="duckdb",
-    )
+    record_source(data, path, columns, options, report, engine="duckdb")
     return data
 
 
