@@ -46,3 +46,9 @@ def config_reference() -> str:
         lines.append(f"# {f.description}")
         lines.append(f"{name}: {yaml.safe_dump(f.default).strip().removesuffix('...').strip()}")
     return "\n".join(lines) + "\n"
+
+
+def resolve_path(base: Path, path: str) -> Path:
+    """``path`` as written in a YAML file: absolute, or relative to the file's folder ``base``."""
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else (base / p).resolve()

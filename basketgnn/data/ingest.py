@@ -50,6 +50,34 @@ class PrepareOptions:
     """What to do with rows missing a customer/item or with an unparsable timestamp."""
 
 
+# Checks and messages shared by both ingestion engines (pandas here, DuckDB in ingest_duckdb).
+
+
+def check_basket_or_time(columns: Columns) -> None:
+    if columns.basket is None and columns.timestamp is None:
+        raise UserError(
+            "Neither a basket column nor a timestamp column is set: set at least one "
+            "(--basket-col or --time-col)."
+        )
+
+
+def bad_rows_error(problems: list[str]) -> UserError:
+    return UserError(
+        "Bad rows in the log: " + " | ".join(problems) + ". Fix or remove these rows, "
+        "or skip them with --on-bad-rows skip."
+    )
+
+
+def no_customer_left(options: PrepareOptions) -> UserError:
+    return UserError(
+        f"No customer is left with at least {options.min_baskets} baskets"
+        + (f" and at most {options.max_baskets}" if options.max_baskets else "")
+        + " after filtering. A customer needs at least 2 baskets (a history and a target): "
+        "check the basket/timestamp columns, or relax --min-baskets, --max-baskets or "
+        "--min-item-baskets."
+    )
+
+
 def log_files(path: str | Path) -> list[Path]:
     """The log files at ``path``: the file itself, or every CSV/Parquet file in the folder."""
     path = Path(path)
@@ -80,11 +108,7 @@ def read_log(path: str | Path, columns: Columns) -> pd.DataFrame:
 
     Adds ``_file`` (file index) and ``_row`` (1-based data row in that file) for error messages.
     """
-    if columns.basket is None and columns.timestamp is None:
-        raise UserError(
-            "Neither a basket column nor a timestamp column is set: set at least one "
-            "(--basket-col or --time-col)."
-        )
+    check_basket_or_time(columns)
     frames = []
     files = log_files(path)
     for k, f in enumerate(files):
@@ -198,10 +222,7 @@ def prepare_log(
             bad |= m
     if problems:
         if options.on_bad_rows == "error":
-            raise UserError(
-                "Bad rows in the log: " + " | ".join(problems) + ". Fix or remove these rows, "
-                "or skip them with --on-bad-rows skip."
-            )
+            raise bad_rows_error(problems)
         report["rows_skipped"] = int(bad.sum())
         report["skipped_because"] = problems
         df = df.loc[~bad].reset_index(drop=True)
@@ -299,13 +320,7 @@ def _build(
     keep_b &= cust_ok[basket_cust]
     report["customers_dropped_basket_count"] = int(((kept_per_cust > 0) & ~cust_ok).sum())
     if not keep_b.any():
-        raise UserError(
-            f"No customer is left with at least {options.min_baskets} baskets"
-            + (f" and at most {options.max_baskets}" if options.max_baskets else "")
-            + " after filtering. A customer needs at least 2 baskets (a history and a target): "
-            "check the basket/timestamp columns, or relax --min-baskets, --max-baskets or "
-            "--min-item-baskets."
-        )
+        raise no_customer_left(options)
 
     row_keep = keep_b[basket_of_row]
     item, basket_of_row = item[row_keep], basket_of_row[row_keep]

@@ -52,7 +52,10 @@ from basketgnn.data.ingest import (
     Columns,
     PrepareOptions,
     _check_columns,
+    bad_rows_error,
+    check_basket_or_time,
     log_files,
+    no_customer_left,
     record_source,
 )
 from basketgnn.errors import UserError
@@ -94,11 +97,7 @@ def prepare_log_duckdb(
     temporary folder created in ``temp_dir`` (default: the system's temporary folder) and removed
     afterwards. ``threads`` is the number of DuckDB worker threads.
     """
-    if columns.basket is None and columns.timestamp is None:
-        raise UserError(
-            "Neither a basket column nor a timestamp column is set: set at least one "
-            "(--basket-col or --time-col)."
-        )
+    check_basket_or_time(columns)
     files = log_files(path)
     with tempfile.TemporaryDirectory(prefix="basketgnn-duckdb-", dir=temp_dir) as tmp:
         con = duckdb.connect(":memory:")
@@ -302,10 +301,7 @@ def _validate(
         problems.append(f"{n} row(s) with {what}, e.g. " + "; ".join(examples))
     if problems:
         if options.on_bad_rows == "error":
-            raise UserError(
-                "Bad rows in the log: " + " | ".join(problems) + ". Fix or remove these rows, "
-                "or skip them with --on-bad-rows skip."
-            )
+            raise bad_rows_error(problems)
         report["rows_skipped"] = int(n_bad)
         report["skipped_because"] = problems
         if n_bad == n_rows:
@@ -422,13 +418,7 @@ def _build(
         f"SEMI JOIN (SELECT c FROM cust_ok WHERE ok) USING (c) WHERE {last_n}"
     )
     if sql("SELECT count(*) FROM kept").fetchall()[0][0] == 0:
-        raise UserError(
-            f"No customer is left with at least {options.min_baskets} baskets"
-            + (f" and at most {options.max_baskets}" if options.max_baskets else "")
-            + " after filtering. A customer needs at least 2 baskets (a history and a target): "
-            "check the basket/timestamp columns, or relax --min-baskets, --max-baskets or "
-            "--min-item-baskets."
-        )
+        raise no_customer_left(options)
 
     # Items renumbered densely over what is left, keeping their sorted order.
     sql(

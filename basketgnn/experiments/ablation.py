@@ -43,7 +43,7 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from basketgnn.config import load_config
+from basketgnn.config import load_config, resolve_path
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.ingest import load_data
 from basketgnn.data.split import Split, make_split
@@ -217,7 +217,7 @@ def load_spec(spec_path: str | Path) -> Grid:
     root = spec_path.resolve().parent
     dataset_paths = {}
     for name, rel in spec.datasets.items():
-        path = _resolve(root, rel)
+        path = resolve_path(root, rel)
         if not path.exists():
             raise UserError(
                 f"{spec_path}: dataset {name!r}: {rel} not found (looked for {path}; relative "
@@ -226,7 +226,7 @@ def load_spec(spec_path: str | Path) -> Grid:
         dataset_paths[name] = path
     split = spec.split
     if split.endswith(".json"):
-        split = str(_resolve(root, split))
+        split = str(resolve_path(root, split))
         if not Path(split).is_file():
             raise UserError(f"{spec_path}: split file {spec.split} not found (looked for {split}).")
 
@@ -286,12 +286,9 @@ def load_spec(spec_path: str | Path) -> Grid:
                         _hash({"dnntsp": hashed, "split": spec.split}),
                     )
                 )
-    return Grid(spec_path, spec, _resolve(root, spec.out), dataset_paths, split, runs)
+    return Grid(spec_path, spec, resolve_path(root, spec.out), dataset_paths, split, runs)
 
 
-def _resolve(root: Path, path: str) -> Path:
-    p = Path(path).expanduser()
-    return p if p.is_absolute() else (root / p).resolve()
 
 
 def _describe_validation(e: ValidationError) -> str:

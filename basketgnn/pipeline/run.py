@@ -45,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rich.console import Console
 
 from basketgnn import __version__
+from basketgnn.config import resolve_path
 from basketgnn.errors import UserError
 from basketgnn.io_utils import atomic_path, write_json
 
@@ -220,16 +221,13 @@ def load_job(config_path: str | Path) -> Job:
     return Job(
         config_path=config_path.resolve(),
         spec=spec,
-        run_dir=_resolve(base, spec.run_dir),
-        input_path=_resolve(base, spec.input.path),
+        run_dir=resolve_path(base, spec.run_dir),
+        input_path=resolve_path(base, spec.input.path),
         baselines=baselines,
         dnntsp=dnntsp,
     )
 
 
-def _resolve(base: Path, path: str) -> Path:
-    p = Path(path).expanduser()
-    return p if p.is_absolute() else (base / p).resolve()
 
 
 def _describe(error: ValidationError) -> str:
