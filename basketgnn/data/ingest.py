@@ -68,6 +68,27 @@ def bad_rows_error(problems: list[str]) -> UserError:
     )
 
 
+# A prepared dataset stores times as int64 nanoseconds since the epoch (as pandas does): the whole
+# days it can hold. Timestamps outside are bad rows, reported apart from unparsable ones.
+TIME_RANGE = ("1677-09-22", "2262-04-11")
+_TIME_MIN = pd.Timestamp.min.tz_localize("UTC")  # [ns] 1677-09-21 00:12:43.145224193
+_TIME_MAX = pd.Timestamp.max.tz_localize("UTC")  # [ns] 2262-04-11 23:47:16.854775807
+
+
+def unparsable_time(column: str) -> str:
+    """The bad-rows problem of timestamps that cannot be read as a date."""
+    return f"an unparsable timestamp in {column!r}"
+
+
+def time_out_of_range(column: str) -> str:
+    """The bad-rows problem of dates outside :data:`TIME_RANGE` (placeholders such as
+    0001-01-01 or 9999-12-31, or typos in the year)."""
+    return (
+        f"a timestamp in {column!r} outside {TIME_RANGE[0]} .. {TIME_RANGE[1]}, the dates "
+        "basketgnn can store (replace placeholder dates such as 9999-12-31 with real ones)"
+    )
+
+
 def no_customer_left(options: PrepareOptions) -> UserError:
     return UserError(
         f"No customer is left with at least {options.min_baskets} baskets"
@@ -208,10 +229,17 @@ def prepare_log(
         m = parsed.isna().to_numpy()
         if m.any():
             problems.append(
-                _bad_rows(df, m, f"an unparsable timestamp in {columns.timestamp!r}", files,
-                          columns.timestamp)
+                _bad_rows(df, m, unparsable_time(columns.timestamp), files, columns.timestamp)
             )
             bad |= m
+        # pandas may parse to a coarser unit than ns and so hold dates that ns cannot.
+        out = ((parsed < _TIME_MIN) | (parsed > _TIME_MAX)).to_numpy()
+        if out.any():
+            problems.append(
+                _bad_rows(df, out, time_out_of_range(columns.timestamp), files, columns.timestamp)
+            )
+            bad |= out
+            parsed = parsed.where(~out)
         df["_t"] = parsed.dt.tz_localize(None).astype("datetime64[ns]").astype(np.int64)
     if columns.basket:
         m = df[columns.basket].isna().to_numpy()

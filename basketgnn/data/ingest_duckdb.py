@@ -24,8 +24,9 @@ a different dataset):
   ``[T ]HH:MM[:SS[.fraction]]`` and an offset (``Z``, ``UTC``, ``+HH``, ``+HH:MM``, ``+HHMM``);
   values with an offset are converted to UTC, others are taken as UTC, like the pandas path.
   Other formats ("01/05/2024", "Jan 5 2024", "20240105", "2024-01-02 10:00 AM", a date with an
-  offset but no time, "+02:00" after a space) are reported as unparsable: prepare such logs with ``prepare_log`` (pandas' ``format="mixed"``). Dates outside
-  1677-09-22 .. 2262-04-11 are unparsable too (the pandas path fails on them without a message).
+  offset but no time, "+02:00" after a space) are reported as unparsable: prepare such logs with
+  ``prepare_log`` (pandas' ``format="mixed"``). Dates outside 1677-09-22 .. 2262-04-11 are bad
+  rows "outside" that range, as in the pandas path (typed Parquet values are spelled by DuckDB).
   Parquet timestamp / date columns are used as they are (zoned ones in UTC), integer ones as ns
   since the epoch.
 * Parquet id columns of other types than string, integer and boolean (decimals, dates) are turned
@@ -57,6 +58,8 @@ from basketgnn.data.ingest import (
     log_files,
     no_customer_left,
     record_source,
+    time_out_of_range,
+    unparsable_time,
 )
 from basketgnn.errors import UserError
 
@@ -214,8 +217,16 @@ def _stage_select(k: int, row: str, schema: dict[str, str], columns: Columns) ->
     if columns.basket:
         parts.append(f"{_as_text(columns.basket, schema)} AS basket")
     if columns.timestamp:
-        typed = schema[columns.timestamp] != "VARCHAR"  # then only shown when NULL
-        parts.append(f"{'NULL::VARCHAR' if typed else _ident(columns.timestamp)} AS ts_raw")
+        col, type_ = _ident(columns.timestamp), schema[columns.timestamp]
+        if type_ == "VARCHAR":
+            ts_raw = col
+        elif type_.startswith(("TIMESTAMP", "DATE")):  # shown only when out of range
+            ts_raw = (
+                f"CASE WHEN TRY_CAST({col} AS TIMESTAMP_NS) IS NULL THEN CAST({col} AS VARCHAR) END"
+            )
+        else:
+            ts_raw = "NULL::VARCHAR"
+        parts.append(f"{ts_raw} AS ts_raw")
         parts.append(f"({_time_ns(columns.timestamp, schema)})::BIGINT AS t")
     return ", ".join(parts)
 
@@ -239,11 +250,26 @@ def _time_ns(name: str, schema: dict[str, str]) -> str:
         return f"{col}::BIGINT"  # pandas reads numbers as ns since the epoch
     s = f"trim({_as_text(name, schema)})"
     # TIMESTAMP_NS keeps nanoseconds and pandas' date range but ignores an offset; the offset is
-    # the difference between the TIMESTAMPTZ reading (applies it) and the TIMESTAMP one.
+    # the difference between the TIMESTAMPTZ reading (applies it) and the TIMESTAMP one. The sum
+    # is taken in HUGEINT: an offset can carry a time at the edge of the range past int64 (NULL).
     return (
         f"CASE WHEN regexp_full_match({s}, {_lit(_ISO_RE)}) THEN "
-        f"epoch_ns(TRY_CAST({s} AS TIMESTAMP_NS)) + 1000 * "
-        f"(epoch_us(TRY_CAST({s} AS TIMESTAMPTZ)) - epoch_us(TRY_CAST({s} AS TIMESTAMP))) END"
+        f"TRY_CAST(epoch_ns(TRY_CAST({s} AS TIMESTAMP_NS))::HUGEINT + 1000 * "
+        f"(epoch_us(TRY_CAST({s} AS TIMESTAMPTZ)) - epoch_us(TRY_CAST({s} AS TIMESTAMP))) "
+        "AS BIGINT) END"
+    )
+
+
+def _time_out_of_range(ts_typed: list[bool]) -> str:
+    """SQL condition on ``raw``: a time that parses but lies outside pandas' ns range."""
+    typed = [str(f) for f, is_typed in enumerate(ts_typed) if is_typed]
+    # A typed value's ts_raw is set only when it is out of range; a text one parses as a
+    # TIMESTAMPTZ (whose range is far wider) but not within the ns range (t is NULL).
+    s = "trim(ts_raw)"
+    in_typed_file = f"f IN ({', '.join(typed)})" if typed else "FALSE"
+    return (
+        f"t IS NULL AND ts_raw IS NOT NULL AND ({in_typed_file} OR "
+        f"(regexp_full_match({s}, {_lit(_ISO_RE)}) AND TRY_CAST({s} AS TIMESTAMPTZ) IS NOT NULL))"
     )
 
 
@@ -269,8 +295,11 @@ def _validate(
          f"no item ({columns.item!r} empty)"),
     ]  # fmt: skip
     if columns.timestamp:
-        checks.append(("t IS NULL", "ts_raw", columns.timestamp,
-                       f"an unparsable timestamp in {columns.timestamp!r}"))  # fmt: skip
+        out_of_range = _time_out_of_range(ts_typed)
+        checks.append((f"t IS NULL AND NOT coalesce({out_of_range}, FALSE)", "ts_raw",
+                       columns.timestamp, unparsable_time(columns.timestamp)))  # fmt: skip
+        checks.append((out_of_range, "ts_raw", columns.timestamp,
+                       time_out_of_range(columns.timestamp)))  # fmt: skip
     if columns.basket:
         checks.append(("basket IS NULL", "basket", columns.basket,
                        f"no basket id ({columns.basket!r} empty)"))  # fmt: skip

@@ -127,6 +127,28 @@ def test_unparsable_timestamp_names_row(tmp_path):
         prepare_log(write_csv(tmp_path, rows))
 
 
+def test_timestamp_outside_storable_range_names_file_row_column_and_fix(tmp_path):
+    # pandas parses these (at a coarser unit than ns) but they do not fit int64 nanoseconds.
+    rows = [["c1", "b1", "2024-01-01", "x"], ["c1", "b2", "9999-12-31", "y"],
+            ["c1", "b3", "1500-01-02", "z"], ["c1", "b4", "2024-01-05", "x"]]  # fmt: skip
+    with pytest.raises(UserError) as err:
+        prepare_log(write_csv(tmp_path, rows))
+    message = str(err.value)
+    assert "2 row(s) with a timestamp in 'timestamp' outside 1677-09-22 .. 2262-04-11" in message
+    assert "log.csv row 2 (timestamp='9999-12-31')" in message
+    assert "log.csv row 3 (timestamp='1500-01-02')" in message
+    assert "replace placeholder dates" in message and "--on-bad-rows skip" in message
+    assert "unparsable" not in message
+
+
+def test_timestamps_outside_range_can_be_skipped(tmp_path):
+    rows = [["c1", "b1", "2024-01-01", "x"], ["c1", "b2", "9999-12-31", "y"],
+            ["c1", "b3", "2024-01-05", "z"]]  # fmt: skip
+    data = prepare_log(write_csv(tmp_path, rows), options=PrepareOptions(on_bad_rows="skip"))
+    assert data.meta["report"]["rows_skipped"] == 1
+    assert baskets_by_id(data) == {"c1": [["x"], ["z"]]}
+
+
 def test_bad_rows_can_be_skipped_and_are_reported(tmp_path):
     rows = ROWS + [["c1", "b9", "never", "y"], [None, "b9", "2024-01-01", "y"]]
     data = prepare_log(write_csv(tmp_path, rows), options=PrepareOptions(on_bad_rows="skip"))

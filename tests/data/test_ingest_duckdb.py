@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import gzip
 import re
+from datetime import date, datetime
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from basketgnn.data.dataset import BasketData
@@ -264,6 +267,49 @@ def test_non_iso_timestamp_is_reported_not_misread(tmp_path):
     rows = [["c1", "b1", "2024-01-01", "x"], ["c1", "b2", "01/05/2024", "y"]]
     with pytest.raises(UserError, match=r"log\.csv row 2 \(timestamp='01/05/2024'\)"):
         prepare_log_duckdb(write_csv(tmp_path, rows))
+
+
+def test_timestamps_outside_storable_range_same_message(tmp_path):
+    # Past the ns range before or only after applying the offset (no int64 overflow in SQL),
+    # next to an unparsable one and one the offset brings back into range.
+    stamps = ["2024-01-01", "9999-12-31", "not a date", "2262-04-11 23:00-02:00",
+              "1677-09-21 01:00+02:00", "2262-04-11 23:00+02:00", "0001-01-01"]  # fmt: skip
+    rows = [["c1", f"b{k}", s, "x"] for k, s in enumerate(stamps)]
+    message = same_error(write_csv(tmp_path, rows))
+    assert "1 row(s) with an unparsable timestamp in 'timestamp', e.g. " in message
+    assert "4 row(s) with a timestamp in 'timestamp' outside 1677-09-22 .. 2262-04-11" in message
+    assert "log.csv row 4 (timestamp='2262-04-11 23:00-02:00')" in message
+    data = both(write_csv(tmp_path, rows, "skip.csv"), options=PrepareOptions(on_bad_rows="skip"))
+    assert data.meta["report"]["rows_skipped"] == 5
+
+
+@pytest.mark.parametrize(
+    "type_, value",
+    [(pa.timestamp("us", tz="UTC"), datetime(1500, 1, 2)), (pa.date32(), date(9999, 1, 2))],
+)
+def test_typed_parquet_timestamps_outside_range(tmp_path, type_, value):
+    path = tmp_path / "log.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "customer_id": ["c1", "c1", "c1"],
+                "basket_id": ["b1", "b2", "b3"],
+                "timestamp": pa.array([datetime(2024, 1, 1), value, datetime(2024, 1, 3)], type_),
+                "item_id": ["x", "y", "z"],
+            }
+        ),
+        path,
+    )
+    for prepare in (prepare_log, prepare_log_duckdb):
+        # The example value is spelled by each engine's reader, the rest is the same.
+        with pytest.raises(UserError, match=r"1 row\(s\) with a timestamp in 'timestamp' outside "
+                           r"1677-09-22 \.\. 2262-04-11.*log\.parquet row 2 \(timestamp="):
+            prepare(path)
+    skip = PrepareOptions(on_bad_rows="skip")
+    data, reference = prepare_log_duckdb(path, options=skip), prepare_log(path, options=skip)
+    for name in ARRAYS:
+        np.testing.assert_array_equal(getattr(data, name), getattr(reference, name), err_msg=name)
+    assert data.n_baskets == 2 and data.meta["report"]["rows_skipped"] == 1
 
 
 def test_bad_rows_can_be_skipped_and_are_reported(tmp_path):
