@@ -66,8 +66,30 @@ def synth(
     )
 
 
+# prepare's options that act on a transaction log; a DNNTSP .json split has no columns to name
+# and is imported as published, so they have no meaning there.
+LOG_ONLY_OPTIONS = (
+    "customer_col", "item_col", "basket_col", "time_col", "min_item_baskets", "min_baskets",
+    "max_baskets", "last_n", "on_bad_rows",
+)  # fmt: skip
+
+
+def _given_options(ctx: typer.Context, names: tuple[str, ...]) -> list[str]:
+    """The flags (e.g. ``--min-baskets``) among the parameters ``names`` that the user passed,
+    even when set to their default value."""
+    # Compared by name: click's ParameterSource lives in click or, in newer typer, in typer._click.
+    return [
+        param.opts[0]
+        for param in ctx.command.params
+        if param.name in names
+        and getattr(ctx.get_parameter_source(param.name), "name", "DEFAULT")
+        not in ("DEFAULT", "DEFAULT_MAP")
+    ]
+
+
 @app.command()
 def prepare(
+    ctx: typer.Context,
     log: Annotated[
         Path, typer.Argument(help="Transaction log: CSV/Parquet file or folder, or DNNTSP .json.")
     ],
@@ -106,11 +128,22 @@ def prepare(
 ) -> None:
     """Read a transaction log into a prepared dataset folder.
 
+    A DNNTSP .json split is imported as published: the column and filter options apply only to
+    transaction logs and are refused with it.
+
     Example: `basketgnn prepare data/demo_transactions.csv --out runs/demo/data`
     """
     from basketgnn.data.ingest import Columns, PrepareOptions, prepare_log, read_dnntsp_json
     from basketgnn.data.split import random_user_split, save_split
 
+    if log.suffix == ".json" and (given := _given_options(ctx, LOG_ONLY_OPTIONS)):
+        raise UserError(
+            f"{log}: {', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} only to "
+            "transaction logs (CSV/Parquet). A DNNTSP .json split is used as published, with its "
+            "own users, items and train/validate/test parts. Remove "
+            f"{'that option' if len(given) == 1 else 'those options'}, or prepare the "
+            "transaction log the split was made from instead."
+        )
     if on_bad_rows not in ("error", "skip"):
         raise UserError(f"--on-bad-rows must be 'error' or 'skip', not {on_bad_rows!r}.")
     if min_baskets < 2:

@@ -134,3 +134,46 @@ def test_bad_config_combinations_and_k(monkeypatch, capsys, tmp_path):
         load_config(None, device="bogus")
     code, _, _ = run(monkeypatch, capsys, "predict", "--checkpoint", "x.pt", "--user", "u", "--k", "0")
     assert code == 2
+
+
+@pytest.fixture
+def dnntsp_json(tmp_path):
+    path = tmp_path / "split.json"
+    path.write_text(json.dumps({
+        "train": {"u1": [[0, 1], [1]], "u2": [[2], [0, 2]]},
+        "validate": {"u3": [[1], [2]]},
+        "test": {"u4": [[0], [1], [2]]},
+    }))  # fmt: skip
+    return path
+
+
+@pytest.mark.parametrize(
+    "options, named",
+    [
+        (["--min-baskets", "3"], "--min-baskets applies"),
+        (["--min-baskets", "2"], "--min-baskets applies"),  # given, even if equal to the default
+        (["--min-item-baskets", "2", "--last-n", "5"], "--min-item-baskets, --last-n apply"),
+        (["--max-baskets", "9"], "--max-baskets applies"),
+        (["--customer-col", "c", "--item-col", "i", "--basket-col", "", "--time-col", "t"],
+         "--customer-col, --item-col, --basket-col, --time-col apply"),
+        (["--on-bad-rows", "skip"], "--on-bad-rows applies"),
+    ],
+)
+def test_prepare_json_refuses_log_only_options(monkeypatch, capsys, dnntsp_json, tmp_path, options, named):
+    out = tmp_path / "o"
+    code, _, err = run(monkeypatch, capsys, "prepare", str(dnntsp_json), "--out", str(out), *options)
+    message = " ".join(err.split())
+    assert code == 2 and "Traceback" not in err
+    assert f"split.json: {named} only to transaction logs" in message
+    assert "used as published" in message and "Remove th" in message
+    assert not out.exists()
+
+
+def test_prepare_json_without_log_options_keeps_the_published_split(monkeypatch, capsys, dnntsp_json, tmp_path):
+    out = tmp_path / "o"
+    code, stdout, _ = run(monkeypatch, capsys, "prepare", str(dnntsp_json), "--out", str(out),
+                          "--split-out", str(tmp_path / "random.json"), "--seed", "1")
+    assert code == 0 and "4 customers, 3 items, 9 baskets" in stdout
+    from basketgnn.data.ingest import load_data
+
+    assert load_data(out).user_part.tolist() == [0, 0, 1, 2]
