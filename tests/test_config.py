@@ -23,10 +23,46 @@ def test_yaml_then_overrides(tmp_path):
 def test_unknown_key_and_bad_value_are_user_errors(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("embed_dimension: 16\n")
-    with pytest.raises(UserError, match="c.yaml: invalid config .*embed_dimension.*Valid keys: embed_dim"):
+    with pytest.raises(
+        UserError, match=r"c\.yaml: invalid config \(embed_dimension: unknown key \(valid: embed_dim, "
+    ):
         load_config(path)
-    with pytest.raises(UserError, match="head_merge"):
+    # the field path, pydantic's reason and the value found
+    with pytest.raises(UserError, match=r"invalid config \(head_merge: Input should be .*\(got 'sum'\)\)"):
         load_config(None, head_merge="sum")
+    path.write_text("lr: -1\nembed_dim: 30\n")
+    with pytest.raises(UserError, match=r"c\.yaml: invalid config \(lr: Input should be greater than 0 \(got -1\)\)"):
+        load_config(path)
+    # a check across keys has no path; its message is shown without pydantic's prefix
+    with pytest.raises(UserError, match=r"invalid config \(embed_dim 30 must be divisible by heads 4"):
+        load_config(None, embed_dim=30, heads=4)
+
+
+def test_validation_errors_name_nested_keys_list_positions_and_valid_keys():
+    from pydantic import BaseModel, ConfigDict, ValidationError
+
+    from basketgnn.config import describe_validation_error
+
+    class Inner(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        size: int = 1
+        name: str = "x"
+
+    class Outer(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        inner: Inner = Inner()
+        items: list[str | dict[str, int]] = []
+        required: str
+
+    with pytest.raises(ValidationError) as err:
+        Outer(inner={"sise": 2}, items=["ok", 3])
+    text = describe_validation_error(err.value, Outer)
+    assert text.split("; ") == [
+        "inner.sise: unknown key (valid: size, name)",
+        "items[1]: Input should be a valid string (got 3)",  # union member tags left out
+        "items[1]: Input should be a valid dictionary (got 3)",
+        "required: required key missing",
+    ]
 
 
 def test_reference_lists_every_option_and_loads_back(tmp_path):

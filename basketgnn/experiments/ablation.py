@@ -43,7 +43,7 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from basketgnn.config import load_config, resolve_path
+from basketgnn.config import describe_validation_error, load_config, resolve_path
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.ingest import load_data
 from basketgnn.data.split import Split, make_split
@@ -212,7 +212,7 @@ def load_spec(spec_path: str | Path) -> Grid:
     try:
         spec = AblationSpec(**raw)
     except ValidationError as e:
-        raise UserError(f"{spec_path}: {_describe_validation(e)}") from None
+        raise UserError(f"{spec_path}: {describe_validation_error(e, AblationSpec)}.") from None
 
     root = spec_path.resolve().parent
     dataset_paths = {}
@@ -287,21 +287,6 @@ def load_spec(spec_path: str | Path) -> Grid:
                     )
                 )
     return Grid(spec_path, spec, resolve_path(root, spec.out), dataset_paths, split, runs)
-
-
-
-
-def _describe_validation(e: ValidationError) -> str:
-    problems = []
-    for err in e.errors():
-        where = ".".join(map(str, err["loc"])) or "spec"
-        if err["type"] == "extra_forbidden":
-            problems.append(
-                f"unknown key {where!r}; valid keys: {', '.join(AblationSpec.model_fields)}"
-            )
-        else:
-            problems.append(f"{where}: {err['msg']}")
-    return "; ".join(problems) + "."
 
 
 def _variant_config(

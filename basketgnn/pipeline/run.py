@@ -45,7 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rich.console import Console
 
 from basketgnn import __version__
-from basketgnn.config import resolve_path
+from basketgnn.config import describe_validation_error, resolve_path
 from basketgnn.errors import UserError
 from basketgnn.io_utils import atomic_path, write_json
 
@@ -181,7 +181,10 @@ def load_job(config_path: str | Path) -> Job:
     try:
         spec = PipelineSpec(**raw)
     except ValidationError as e:
-        raise UserError(f"{config_path}: {_describe(e)}. See pipelines/example.yaml.") from None
+        raise UserError(
+            f"{config_path}: {describe_validation_error(e, PipelineSpec)}. "
+            "See pipelines/example.yaml."
+        ) from None
 
     base = config_path.resolve().parent
     baselines: list[tuple[str, dict[str, Any]]] = []
@@ -226,38 +229,6 @@ def load_job(config_path: str | Path) -> Job:
         baselines=baselines,
         dnntsp=dnntsp,
     )
-
-
-
-
-def _describe(error: ValidationError) -> str:
-    """Pydantic errors as 'key.path: problem' (with the valid keys for an unknown one)."""
-    problems = []
-    for err in error.errors():
-        loc = [str(p) for p in err["loc"] if not str(p).startswith(("str", "dict["))]
-        where = ".".join(loc) or "top level"
-        if err["type"] == "extra_forbidden":
-            valid = _valid_keys(loc[:-1])
-            problems.append(
-                f"{where}: unknown key" + (f" (valid: {', '.join(valid)})" if valid else "")
-            )
-        elif err["type"] == "missing":
-            problems.append(f"{where}: required key missing")
-        else:
-            problems.append(f"{where}: {err['msg']} (got {err.get('input')!r})")
-    return "; ".join(dict.fromkeys(problems))
-
-
-def _valid_keys(loc: list[str]) -> list[str]:
-    model: Any = PipelineSpec
-    for part in loc:
-        field = model.model_fields.get(part)
-        if field is None or not (
-            isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)
-        ):
-            return []
-        model = field.annotation
-    return list(model.model_fields)
 
 
 @dataclass(frozen=True)

@@ -213,7 +213,8 @@ def test_table_keeps_two_settings_of_one_name_apart(tmp_path):
 @pytest.mark.parametrize(
     ("changes", "match"),
     [
-        ({"epochs": 3}, "unknown key 'epochs'"),
+        ({"epochs": 3}, r"ablation\.yaml: epochs: unknown key \(valid: out, datasets, seeds, "),
+        ({"seeds": ["a"]}, r"ablation\.yaml: seeds\[0\]: Input should be a valid integer.*\(got 'a'\)"),
         ({"datasets": {"DC": "missing/DC.json"}}, r"dataset 'DC': missing/DC\.json not found"),
         ({"variants": {"bad": {"gcn_depth": 2}}}, r"variant 'bad'.*gcn_depth"),
         ({"variants": {"no-gate": {"gate": False}}}, r"gate: False is a YAML boolean; quote"),

@@ -313,7 +313,14 @@ def test_a_catalogue_smaller_than_the_largest_k_is_evaluated_at_the_ks_it_has(tm
     [
         (
             {"input": {"engin": "pandas"}},
-            r"input\.engin: unknown key \(valid: path, columns, engine",
+            r"job\.yaml: input\.engin: unknown key \(valid: path, columns, engine",
+        ),
+        ({"input": {"columns": {"cust": "c"}}}, r"input\.columns\.cust: unknown key \(valid: customer, "),
+        ({"recommend": {"k": 0}}, r"recommend\.k: Input should be greater than or equal to 1 \(got 0\)"),
+        (
+            {"models": {"baselines": [3]}},
+            r"models\.baselines\[0\]: Input should be a valid string \(got 3\); "
+            r"models\.baselines\[0\]: Input should be a valid dictionary",
         ),
         ({"input": {"engine": "spark"}}, r"input\.engine: .*'duckdb' or 'pandas'"),
         ({"split": {"kind": "weekly"}}, r"split\.kind"),
