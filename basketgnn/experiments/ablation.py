@@ -7,18 +7,21 @@ Data flow (each arrow one function):
               -> ``results.jsonl`` -> :func:`read_results` / :func:`current_results`
               -> :func:`write_table` (``table.md``) and :func:`write_chart` (``chart.png``)
 
-A run is identified by its key ``(dataset, variant, seed, config_hash)``; a key already present in
-``results.jsonl`` is not run again, so an interrupted grid is resumed by running it again and a
-changed variant (new hash) is rerun while the unchanged ones are kept. ``config_hash`` covers the
-variant's settings and the split spec, but not the seed (its own part of the key, so that all
-seeds of one setting share a hash, which is how the table groups them) nor ``threads`` /
+A run is identified by its key ``(dataset, variant, seed, config_hash, data_hash)``; a key already
+present in ``results.jsonl`` is not run again, so an interrupted grid is resumed by running it
+again and a changed variant (new hash) is rerun while the unchanged ones are kept. ``config_hash``
+covers the variant's settings and the split spec, but not the seed (its own part of the key, so
+that all seeds of one setting share a hash, which is how the table groups them) nor ``threads`` /
 ``device``, which only decide how fast a run goes, so moving to another machine does not redo
-finished runs.
+finished runs. ``data_hash`` (:func:`dataset_hash`) is the dataset's content: when the file
+behind a dataset name changes, its runs are redone, and the old lines no longer count (nor do
+lines written before data_hash existed).
 
 Each line of ``results.jsonl`` holds::
 
-    dataset, data_path, variant, kind ("dnntsp" | "baseline"), seed (null for baselines),
-    config (full effective DNNTSP config, or the fitted baseline's parameters), config_hash,
+    dataset, data_path, data_hash, variant, kind ("dnntsp" | "baseline"), seed (null for
+    baselines), config (full effective DNNTSP config, or the fitted baseline's parameters),
+    config_hash,
     split (name of the split used), metrics (every metric of evaluate_model on the test part;
     null where undefined), train_s, score_s, best_epoch, epochs_run (null for baselines),
     finished_at (UTC, ISO 8601)
@@ -33,6 +36,7 @@ import json
 import math
 import os
 import time
+import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -135,6 +139,10 @@ class AblationSpec(BaseModel):
         return metrics
 
 
+RunKey = tuple[str, str, int | None, str, str | None]
+"""(dataset, variant, seed, config_hash, data_hash) of a run or a results line."""
+
+
 @dataclass(frozen=True)
 class Run:
     """One planned run of the grid."""
@@ -146,10 +154,12 @@ class Run:
     config: dict[str, Any]
     """DNNTSP: the full effective config. Baseline: its constructor options."""
     config_hash: str
+    data_hash: str
+    """The dataset's content (:func:`dataset_hash`)."""
 
     @property
-    def key(self) -> tuple[str, str, int | None, str]:
-        return (self.dataset, self.variant, self.seed, self.config_hash)
+    def key(self) -> RunKey:
+        return (self.dataset, self.variant, self.seed, self.config_hash, self.data_hash)
 
 
 @dataclass(frozen=True)
@@ -224,6 +234,7 @@ def load_spec(spec_path: str | Path) -> Grid:
                 "paths are relative to the spec file's folder)."
             )
         dataset_paths[name] = path
+    data_hashes = {name: dataset_hash(path, spec_path, name) for name, path in dataset_paths.items()}
     split = spec.split
     if split.endswith(".json"):
         split = str(resolve_path(root, split))
@@ -269,6 +280,7 @@ def load_spec(spec_path: str | Path) -> Grid:
                     None,
                     options,
                     _hash({"baseline": name, "options": options, "split": spec.split}),
+                    data_hashes[dataset],
                 )
             )
         # Seed-major, so a grid stopped early has every variant at the first seeds.
@@ -284,6 +296,7 @@ def load_spec(spec_path: str | Path) -> Grid:
                         seed,
                         full,
                         _hash({"dnntsp": hashed, "split": spec.split}),
+                        data_hashes[dataset],
                     )
                 )
     return Grid(spec_path, spec, resolve_path(root, spec.out), dataset_paths, split, runs)
@@ -312,6 +325,37 @@ def _variant_config(
 def _hash(obj: Any) -> str:
     text = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def dataset_hash(path: Path, spec_path: Path | None = None, name: str | None = None) -> str:
+    """sha256 (16 hex digits) of what a dataset holds: the bytes of a file (a DNNTSP .json), or
+    the arrays of a prepared dataset folder. The folder's meta.json (where and how it was
+    prepared) and the zip entries' dates in arrays.npz are left out, so preparing the same data
+    again keeps the hash. ``spec_path`` and ``name`` only serve the error message."""
+    h = hashlib.sha256()
+
+    def add(f: Any) -> None:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+
+    try:
+        if path.is_dir():
+            with zipfile.ZipFile(path / "arrays.npz") as z:
+                for member in sorted(z.namelist()):
+                    h.update(member.encode() + b"\0")
+                    with z.open(member) as f:
+                        add(f)
+        else:
+            with open(path, "rb") as f:
+                add(f)
+    except (OSError, zipfile.BadZipFile) as e:
+        where = f"{spec_path}: dataset {name!r}: " if spec_path is not None else ""
+        what = "prepared dataset folder" if path.is_dir() else "dataset file"
+        raise UserError(
+            f"{where}{path} is not a readable {what} ({e}). Name a prepared dataset folder "
+            "(`basketgnn prepare LOG --out FOLDER`) or a DNNTSP .json file."
+        ) from None
+    return h.hexdigest()[:16]
 
 
 # --- results.jsonl ----------------------------------------------------------------------------
@@ -353,8 +397,16 @@ def _parse(line: str) -> dict[str, Any] | None:
     return record if isinstance(record, dict) and all(k in record for k in keys) else None
 
 
-def record_key(record: dict[str, Any]) -> tuple[str, str, int | None, str]:
-    return (record["dataset"], record["variant"], record["seed"], record["config_hash"])
+def record_key(record: dict[str, Any]) -> RunKey:
+    """The key of a results line; a line written before data_hash existed has None there, so it
+    matches no planned run (whose data_hash is always set) and that run is redone."""
+    return (
+        record["dataset"],
+        record["variant"],
+        record["seed"],
+        record["config_hash"],
+        record.get("data_hash"),
+    )
 
 
 def append_record(path: str | Path, record: dict[str, Any]) -> None:
@@ -484,6 +536,7 @@ def _execute(grid: Grid, run: Run, data: BasketData, split: Split) -> dict[str, 
     return {
         "dataset": run.dataset,
         "data_path": grid.spec.datasets[run.dataset],
+        "data_hash": run.data_hash,
         "variant": run.variant,
         "kind": run.kind,
         "seed": run.seed,

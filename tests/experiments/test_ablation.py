@@ -9,12 +9,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from basketgnn.data.ingest import prepare_log
+from basketgnn.data.dataset import BasketData
+from basketgnn.data.ingest import PrepareOptions, prepare_log
 from basketgnn.data.synth import generate_log, write_log
 from basketgnn.errors import UserError
 from basketgnn.experiments.ablation import (
     METRIC_NAMES,
     ablate,
+    dataset_hash,
     load_spec,
     read_results,
     run_grid,
@@ -24,7 +26,7 @@ from basketgnn.experiments.ablation import (
 from basketgnn.recommenders.dnntsp import DNNTSPRecommender
 
 RECORD_KEYS = {
-    "dataset", "data_path", "variant", "kind", "seed", "config", "config_hash", "split",
+    "dataset", "data_path", "data_hash", "variant", "kind", "seed", "config", "config_hash", "split",
     "metrics", "train_s", "score_s", "best_epoch", "epochs_run", "finished_at",
 }  # fmt: skip
 TABLE_METRICS = ["recall@10", "ndcg@10", "phr@10", "recall@20"]
@@ -125,6 +127,69 @@ def test_grid_writes_one_line_per_run_and_skips_finished_runs(tmp_path, dataset,
                variants={"full": {}})  # fmt: skip
     run_grid(spec)
     assert len(lines(results)) == 7
+
+
+def test_changed_dataset_content_reruns_its_runs_and_unchanged_content_is_skipped(tmp_path, dataset):
+    folder = tmp_path / "ds"
+    BasketData.load(dataset).save(folder)
+    spec = write_spec(tmp_path, folder, variants={}, baselines=["g-topfreq", "p-topfreq"])
+    results = tmp_path / "out" / "results.jsonl"
+    events = []
+    run_grid(spec, progress=events.append)
+    first = lines(results)
+    assert [e.status for e in events] == ["start", "done"] * 2
+    assert {r["data_hash"] for r in first} == {dataset_hash(folder)}
+    assert all(r["dataset"] == "synth" and r["data_path"] == str(folder) for r in first)
+
+    # The same data written again (new file dates, new zip entry dates): nothing is redone.
+    BasketData.load(dataset).save(folder)
+    events.clear()
+    run_grid(spec, progress=events.append)
+    assert [e.status for e in events] == ["skipped"] * 2 and lines(results) == first
+
+    # Other data under the same name and path: the old lines are not current any more...
+    prepare_log(dataset.parent / "log.csv", options=PrepareOptions(last_n_baskets=5)).save(folder)
+    with pytest.raises(UserError, match="no results of this spec yet"):
+        ablate(spec, table_only=True)
+    # ...and running the grid again redoes every run of that dataset, keeping the old lines.
+    events.clear()
+    current = run_grid(spec, progress=events.append)
+    assert [e.status for e in events] == ["start", "done"] * 2
+    rows = lines(results)
+    assert rows[:2] == first and len(rows) == 4
+    assert {r["data_hash"] for r in rows[2:]} == {dataset_hash(folder)} != {first[0]["data_hash"]}
+    assert current == rows[2:] and rows[2]["metrics"] != first[0]["metrics"]
+
+
+def test_results_written_before_data_hash_are_redone(tmp_path, dataset):
+    spec = write_spec(tmp_path, dataset, variants={}, baselines=["g-topfreq"])
+    run_grid(spec)
+    results = tmp_path / "out" / "results.jsonl"
+    (old,) = lines(results)
+    del old["data_hash"]
+    results.write_text(json.dumps(old) + "\n")
+    events = []
+    run_grid(spec, progress=events.append)
+    assert [e.status for e in events] == ["start", "done"]
+    assert lines(results)[1]["data_hash"] == dataset_hash(dataset)
+
+
+def test_dataset_hash_is_the_content_of_a_file_or_of_a_folders_arrays(tmp_path, dataset):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text('{"train": {"u": [[1], [2]]}, "validate": {}, "test": {}}')
+    b.write_bytes(a.read_bytes())
+    assert dataset_hash(a) == dataset_hash(b)
+    b.write_text(a.read_text().replace("[2]", "[3]"))
+    assert dataset_hash(a) != dataset_hash(b)
+    # a folder: its arrays, whatever meta.json says about where they came from
+    copy = tmp_path / "copy"
+    data = BasketData.load(dataset)
+    data.meta["source"] = "elsewhere.csv"
+    data.save(copy)
+    assert dataset_hash(copy) == dataset_hash(dataset)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match=r"empty is not a readable prepared dataset folder"):
+        dataset_hash(tmp_path / "empty")
 
 
 def test_truncated_last_line_is_ignored_and_its_run_redone(tmp_path, dataset, fit_counter):
