@@ -330,6 +330,14 @@ def train(
     # The exact split travels with the checkpoint, so evaluation never sees training users.
     save_split(sp, dataset, out / "split.json")
     stamp_checkpoint(out / "best.pt", data, str((out / "split.json").resolve()))
+    choice = rec.result.neighbours
+    if choice is not None:
+        console.print(
+            f"neighbour scores: weight {choice['weight']} with {choice['k']} neighbours"
+            if choice["weight"] > 0
+            else "neighbour scores: off (weight 0 ranked best on the validation customers)",
+            highlight=False,
+        )
     metrics, _ = evaluate_model(rec, dataset, sp["validate"])
     k = _first_k(metrics)
     console.print(
@@ -402,7 +410,11 @@ def predict(
             )
         seq = [[lookup[str(i)] for i in b if str(i) in lookup] for b in baskets]
         dataset = from_sequences([seq], n_items=len(rec.item_ids))
-        dataset = type(dataset)(**{**dataset.__dict__, "item_ids": rec.item_ids})
+        # The typed-in history belongs to no known customer: its id must not match any
+        # customer of the checkpoint's neighbour pool.
+        dataset = type(dataset)(
+            **{**dataset.__dict__, "item_ids": rec.item_ids, "user_ids": np.array(["<history>"])}
+        )
         u, n_hist = 0, int(dataset.n_baskets_per_user[0])
     items, scores = rank_items(
         rec, dataset, Instances(np.array([u]), np.array([n_hist])), k

@@ -62,8 +62,11 @@ def main() -> None:
                "best_epoch": rec.result.best_epoch, "epochs_run": rec.result.epochs_run,
                "train_s": round(train_s, 1), "score_s": round(score_s, 3),
                "best_validation_mean_ndcg": round(rec.result.best_validation["mean_ndcg"], 5),
+               "neighbours": rec.result.neighbours,
                "peak_rss_mb": round(peak_rss_mb())}
+        choice = rec.result.neighbours or {}
         print(args.tag, seed, f"best {rec.result.best_epoch}/{rec.result.epochs_run}", f"{train_s:.0f}s",
+              f"neighbours k={choice.get('k')} w={choice.get('weight')}",
               {k: round(v, 4) for k, v in metrics.items() if k.endswith(("@10", "@20")) and "_" not in k},
               flush=True)
         append_result("accuracy", row)

@@ -77,4 +77,14 @@ def test_reference_lists_every_option_and_loads_back(tmp_path):
 def test_published_preset_turns_every_extension_off():
     cfg = load_config(PROJECT / "configs" / "published.yaml")
     assert not (cfg.presence or cfg.repeat_features or cfg.user_context or cfg.train_prefixes)
+    assert cfg.neighbour_weight == 0
     assert (cfg.embed_dim, cfg.lr, cfg.batch_size, cfg.heads, cfg.gcn_layers) == (32, 1e-3, 64, 4, 2)
+
+
+def test_neighbour_options_are_auto_or_a_number():
+    assert load_config(None).neighbour_weight == "auto"
+    assert load_config(None, neighbour_weight=0.2, neighbour_k=50).neighbour_k == 50
+    with pytest.raises(UserError, match=r"neighbour_weight: .*must be 'auto' or a number >= 0"):
+        load_config(None, neighbour_weight=-1)
+    with pytest.raises(UserError, match=r"neighbour_k: .*must be 'auto' or a number >= 1"):
+        load_config(None, neighbour_k=0)

@@ -13,10 +13,17 @@ Data flow for a batch (R distinct rows, M user-nodes, B users, T = longest histo
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from torch import nn
 
 from basketgnn.graph.cooccurrence import GraphBatch
@@ -24,6 +31,9 @@ from basketgnn.nn.aggregation import TemporalAggregation
 from basketgnn.nn.gated_scorer import GatedScorer, repeat_features
 from basketgnn.nn.temporal_attention import MaskedTemporalSelfAttention
 from basketgnn.nn.weighted_gcn import WeightedGCN
+
+if TYPE_CHECKING:
+    from basketgnn.models.neighbours import NeighbourPool
 
 
 class DNNTSPConfig(BaseModel):
@@ -65,6 +75,19 @@ class DNNTSPConfig(BaseModel):
         description="Beyond the paper: rank items outside the history per customer too, from "
         "the mean of the customer's item vectors.",
     )
+    neighbour_weight: float | Literal["auto"] = Field(
+        "auto",
+        description="Beyond the paper: rank items by sigmoid(score) + neighbour_weight * n, n in "
+        "[0, 1] being what the customer's nearest training customers buy (TIFU-KNN's neighbour "
+        "mean, best item = 1). auto: chosen on the validation customers after training, "
+        "0 (off) included; 0: off; a number > 0: that weight.",
+    )
+    neighbour_k: int | Literal["auto"] = Field(
+        "auto", description="Nearest training customers averaged (auto: 100 or 300, chosen on validation)."
+    )
+    neighbour_top: int = Field(
+        100, ge=1, description="Neighbour-score entries kept per customer."
+    )
     train_prefixes: bool = Field(
         False,
         description="Beyond the paper: train on every prefix of each training history "
@@ -92,6 +115,14 @@ class DNNTSPConfig(BaseModel):
             raise ValueError(f"not a torch device ({e})") from None
         if device.type == "cuda" and not torch.cuda.is_available():
             raise ValueError("CUDA is not available on this machine; use device: cpu")
+        return value
+
+    @field_validator("neighbour_weight", "neighbour_k")
+    @classmethod
+    def _auto_or_at_least(cls, value: float | str, info: ValidationInfo) -> float | str:
+        lowest = 0 if info.field_name == "neighbour_weight" else 1
+        if not isinstance(value, str) and value < lowest:
+            raise ValueError(f"must be 'auto' or a number >= {lowest}")
         return value
 
     @model_validator(mode="after")
@@ -137,6 +168,10 @@ class DNNTSP(nn.Module):
         # Without attention, the sequence is reduced by its mean over time.
         self.aggregate = TemporalAggregation(embed_dim, aggregation if attention else "mean")
         self.scorer = GatedScorer(num_items, embed_dim, gate, repeat_features, user_context)
+        # Not weights: set after training when neighbour scores join the ranking
+        # (models.neighbours, train.trainer.choose_neighbours) and kept in the checkpoint.
+        self.neighbour_pool: NeighbourPool | None = None
+        self.neighbour_weight = 0.0
 
     @classmethod
     def from_config(cls, num_items: int, config: DNNTSPConfig) -> DNNTSP:

@@ -61,6 +61,8 @@ class DNNTSPRecommender:
         return self
 
     def score(self, data: BasketData, instances: Instances) -> np.ndarray:
+        """Ranking scores [len(instances), I] (see ``score_graphs``). Neighbour search never
+        uses an instance's own customer id (``data.user_ids``) as a neighbour."""
         if self.model is None:
             raise RuntimeError("score() before fit() or from_checkpoint()")
         if data.n_items != self.model.num_items:
@@ -70,10 +72,21 @@ class DNNTSPRecommender:
             )
         device = setup_torch(self.config)
         graphs = build_user_graphs(data, instances, with_targets=False)
-        return score_graphs(self.model, graphs, device)
+        pool = self.model.neighbour_pool
+        if pool is None:
+            return score_graphs(self.model, graphs, device)
+        neighbours = pool.scores(data, instances)
+        return score_graphs(
+            self.model, graphs, device,
+            neighbours=neighbours, neighbour_weight=self.model.neighbour_weight,
+        )
 
     def params(self) -> dict[str, Any]:
         p: dict[str, Any] = self.config.model_dump()
         if self.result is not None:
             p.update(best_epoch=self.result.best_epoch, epochs_run=self.result.epochs_run)
+        if self.model is not None:
+            pool = self.model.neighbour_pool
+            p.update(neighbour_weight_used=self.model.neighbour_weight if pool is not None else 0.0,
+                     neighbour_k_used=pool.k if pool is not None else None)
         return p

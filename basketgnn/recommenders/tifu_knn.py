@@ -131,7 +131,7 @@ def customer_vectors(
     return SparseRows(indptr, uniq % n_items, values, n_items)
 
 
-class _NeighbourIndex:
+class NeighbourIndex:
     """Training customers' vectors, searchable by Euclidean distance."""
 
     def __init__(self, vectors: SparseRows, users: np.ndarray) -> None:
@@ -250,7 +250,7 @@ class TifuKnn:
         }
         self.tuned = False
         self.validation_score: float | None = None
-        self._index: _NeighbourIndex | None = None
+        self._index: NeighbourIndex | None = None
         self._n_items: int | None = None
 
     def fit(self, data: BasketData, train: Instances, validate: Instances | None = None) -> TifuKnn:
@@ -281,7 +281,7 @@ class TifuKnn:
             self.r_g,
         )
         out = np.empty((len(instances), data.n_items), dtype=np.float32)
-        for rows, own_dense, nbrs in _chunks(self._index, own, instances.users, self.k):
+        for rows, own_dense, nbrs in query_chunks(self._index, own, instances.users, self.k):
             out[rows] = _combine(own_dense, self._index.mean(nbrs), self.alpha)
         return out
 
@@ -300,9 +300,9 @@ class TifuKnn:
     @staticmethod
     def _build_index(
         data: BasketData, train: Instances, m: int, r_b: float, r_g: float
-    ) -> _NeighbourIndex:
+    ) -> NeighbourIndex:
         visible = data.histories(train.users, np.asarray(train.n_history) + 1)
-        return _NeighbourIndex(customer_vectors(visible, data.n_items, m, r_b, r_g), train.users)
+        return NeighbourIndex(customer_vectors(visible, data.n_items, m, r_b, r_g), train.users)
 
     def _tune(self, data: BasketData, train: Instances, validate: Instances) -> None:
         if self.tune_sample is not None and len(validate) > self.tune_sample:
@@ -321,7 +321,7 @@ class TifuKnn:
             ranked = {
                 key: np.empty((len(validate), ks[-1]), np.int64) for key in product(ks_nbr, alphas)
             }
-            for rows, own_dense, nbrs in _chunks(index, own, validate.users, max(ks_nbr)):
+            for rows, own_dense, nbrs in query_chunks(index, own, validate.users, max(ks_nbr)):
                 for k in ks_nbr:
                     nbr_mean = index.mean(nbrs[:, :k])
                     for a in alphas:
@@ -354,8 +354,8 @@ def _combine(own: np.ndarray, neighbour_mean: np.ndarray, alpha: float) -> np.nd
     return (alpha * own + (1.0 - alpha) * neighbour_mean).astype(np.float32)
 
 
-def _chunks(
-    index: _NeighbourIndex, vectors: SparseRows, users: np.ndarray, k: int
+def query_chunks(
+    index: NeighbourIndex, vectors: SparseRows, users: np.ndarray, k: int
 ) -> Iterator[tuple[slice, np.ndarray, np.ndarray]]:
     """Query rows in blocks: (rows, dense own vectors [c, n_items], neighbours [c, k])."""
     size = max(1, _CHUNK_ELEMENTS // max(vectors.n_cols, index.vectors.n_rows, 1))

@@ -1,4 +1,5 @@
-"""A checkpoint is one file: weights, config, the item id mapping and validation metrics."""
+"""A checkpoint is one file: weights, config, the item id mapping, validation metrics and, for
+models with neighbour scores, the training customers' neighbour pool."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pydantic import ValidationError
 from basketgnn.errors import UserError
 from basketgnn.io_utils import atomic_path
 from basketgnn.models.dnntsp import DNNTSP, DNNTSPConfig
+from basketgnn.models.neighbours import NeighbourPool
 
 CHECKPOINT_FORMAT = "basketgnn-dnntsp-checkpoint/1"
 
@@ -32,6 +34,9 @@ def save_checkpoint(
         "item_ids": [str(i) for i in item_ids.tolist()],
         **extra,
     }
+    pool = model.neighbour_pool
+    if pool is not None:
+        state["neighbours"] = {**pool.state(), "weight": float(model.neighbour_weight)}
     with atomic_path(path) as tmp:
         torch.save(state, tmp)
 
@@ -56,6 +61,9 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[DNNTSP, DNNT
         config = DNNTSPConfig(**state["config"]).model_copy(update={"device": device})
         model = DNNTSP.from_config(state["num_items"], config)
         model.load_state_dict(state["state_dict"])
+        if state.get("neighbours") is not None:
+            model.neighbour_pool = NeighbourPool.from_state(state["neighbours"])
+            model.neighbour_weight = float(state["neighbours"]["weight"])
     except Exception as e:  # noqa: BLE001 - a checkpoint of another version or model
         raise UserError(
             f"{path}: written by an incompatible basketgnn version ({type(e).__name__}); "

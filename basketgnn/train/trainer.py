@@ -35,6 +35,7 @@ from basketgnn.graph.cooccurrence import UserGraphs, build_user_graphs
 from basketgnn.io_utils import atomic_path, write_text
 from basketgnn.metrics import KS, ranking_metrics, top_k
 from basketgnn.models.dnntsp import DNNTSP, DNNTSPConfig
+from basketgnn.models.neighbours import NeighbourPool, NeighbourScores, fuse_neighbours
 from basketgnn.train.checkpoint import save_checkpoint
 from basketgnn.train.losses import compute_loss, multi_hot
 
@@ -46,6 +47,7 @@ class TrainResult:
     epochs_run: int
     seconds: float
     history: list[dict[str, Any]] = field(default_factory=list)
+    neighbours: dict[str, Any] | None = None  # see choose_neighbours
 
 
 def setup_torch(config: DNNTSPConfig) -> torch.device:
@@ -72,21 +74,33 @@ def length_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generato
 
 @torch.no_grad()
 def score_graphs(
-    model: DNNTSP, graphs: UserGraphs, device: torch.device, batch_size: int = 256
+    model: DNNTSP,
+    graphs: UserGraphs,
+    device: torch.device,
+    batch_size: int = 256,
+    neighbours: NeighbourScores | None = None,
+    neighbour_weight: float = 0.0,
 ) -> np.ndarray:
-    """Scores of every item for every instance of ``graphs``. Shapes: -> [len(graphs), I]."""
+    """Ranking scores of every item for every instance of ``graphs``: the model's scores, or
+    with ``neighbours`` sigmoid(score) + neighbour_weight · n (models.neighbours).
+
+    Shapes: -> [len(graphs), I] float32.
+    """
     model.eval()
     out = np.zeros((len(graphs), model.num_items), dtype=np.float32)
     for idx in length_batches(graphs.n_history, batch_size, None):
         batch = graphs.collate(idx, with_targets=False).to(device)
         out[idx] = model(batch).float().cpu().numpy()
+    if neighbours is not None:
+        out = fuse_neighbours(out, neighbours, neighbour_weight)
     return out
 
 
 def validation_metrics(
     model: DNNTSP, graphs: UserGraphs, device: torch.device
 ) -> dict[str, float]:
-    """Ranking metrics on ``graphs`` plus ``mean_ndcg`` (the model-selection criterion)."""
+    """Ranking metrics of the model's own scores on ``graphs`` plus ``mean_ndcg`` (the
+    model-selection criterion)."""
     scores = score_graphs(model, graphs, device)
     assert graphs.target_items is not None and graphs.target_offsets is not None
     ks = usable_ks(KS, model.num_items)
@@ -130,6 +144,7 @@ def train_dnntsp(
     scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
         optimizer, mode="min", patience=config.lr_patience
     )
+    pool_train = train  # the neighbour pool: one row per training customer, never prefixes
     if config.train_prefixes:
         train = prefix_instances(train)
     train_graphs = build_user_graphs(data, train)
@@ -221,13 +236,73 @@ def train_dnntsp(
     if best["state"] is not None:
         model.load_state_dict(best["state"])
     model.eval()
+    choice = choose_neighbours(model, data, pool_train, validate, val_graphs, config, device)
+    if out is not None and best["state"] is not None and choice is not None:
+        # best.pt was written during training; add the neighbour choice (and pool, if used).
+        save_checkpoint(
+            out / "best.pt", model, config, data.item_ids,
+            {"epoch": best["epoch"], "validation": best["metrics"], "data_fingerprint": fingerprint,
+             "neighbour_choice": choice},
+        )
     return model, TrainResult(
         best_epoch=best["epoch"],
         best_validation=best["metrics"],
         epochs_run=epoch,
         seconds=time.perf_counter() - t_start,
         history=history,
+        neighbours=choice,
     )
+
+
+#: Weights and neighbour counts tried when DNNTSPConfig asks for "auto".
+NEIGHBOUR_WEIGHTS: tuple[float, ...] = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5)
+NEIGHBOUR_KS: tuple[int, ...] = (100, 300)
+#: The validation metrics whose mean picks the weight (at the usable cut-offs among 10, 20).
+NEIGHBOUR_CRITERION: tuple[str, ...] = ("recall", "ndcg", "phr")
+
+
+def choose_neighbours(
+    model: DNNTSP,
+    data: BasketData,
+    train: Instances,
+    validate: Instances,
+    val_graphs: UserGraphs,
+    config: DNNTSPConfig,
+    device: torch.device,
+) -> dict[str, Any] | None:
+    """Pick the neighbour weight and k on the validation customers (models.neighbours).
+
+    Every (k, weight) of the grid re-ranks the trained model's validation scores; the winner
+    has the best mean of recall, NDCG and PHR at 10 and 20 (ties: the smaller weight, then
+    the smaller k). Sets ``model.neighbour_pool`` and ``model.neighbour_weight`` when the
+    winning weight is above 0. Returns the choice and every grid point's criterion, or None
+    when neighbours are switched off (neighbour_weight: 0).
+    """
+    if config.neighbour_weight == 0:
+        return None
+    weights = NEIGHBOUR_WEIGHTS if config.neighbour_weight == "auto" else (float(config.neighbour_weight),)
+    ks_nbr = NEIGHBOUR_KS if config.neighbour_k == "auto" else (int(config.neighbour_k),)
+    logits = score_graphs(model, val_graphs, device)  # [n_val, I]
+    targets = data.targets(validate.users, validate.n_history)
+    cuts = usable_ks((10, 20), data.n_items)
+
+    def criterion(scores: np.ndarray) -> float:
+        m = ranking_metrics(top_k(scores, max(cuts)), targets.values, targets.offsets, data.n_items, ks=cuts)
+        return float(np.mean([m[f"{name}@{k}"] for name in NEIGHBOUR_CRITERION for k in cuts]))
+
+    grid: list[dict[str, Any]] = []
+    pools: dict[int, NeighbourPool] = {}
+    for k in ks_nbr:
+        pools[k] = NeighbourPool.build(data, train, k=k, top=config.neighbour_top)
+        neighbours = pools[k].scores(data, validate)
+        for w in weights:
+            value = criterion(logits if w == 0 else fuse_neighbours(logits, neighbours, w))
+            grid.append({"k": k, "weight": w, "validation_criterion": round(value, 6)})
+    best = max(grid, key=lambda g: (g["validation_criterion"], -g["weight"], -g["k"]))
+    if best["weight"] > 0:
+        model.neighbour_pool = pools[best["k"]]
+        model.neighbour_weight = best["weight"]
+    return {"k": best["k"], "weight": best["weight"], "grid": grid}
 
 
 def _save_resume(path: Path, model, optimizer, scheduler, epoch, best, history, config, fingerprint) -> None:

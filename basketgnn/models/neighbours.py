@@ -1,0 +1,198 @@
+"""Collaborative neighbour scores for DNNTSP (beyond the paper).
+
+DNNTSP sees one customer at a time: nothing in MODEL.md tells it what *similar customers* buy,
+which is where TIFU-KNN gets its edge on DC. This module adds that signal to the ranking.
+For a customer with history vector v (TIFU's decayed repeat vector, see
+:mod:`basketgnn.recommenders.tifu_knn`), let N_k be the k training customers nearest to v in
+Euclidean distance (never the customer itself) and
+
+    n_u = (1 / k) Σ_{c ∈ N_k} v_c          (the neighbour mean, as in TIFU-KNN)
+
+Only each customer's ``top`` highest entries of n_u are kept, divided by the largest one, so
+the kept values lie in (0, 1] and the customer's best neighbour item has 1. Items are then
+ranked by
+
+    sigmoid(y_{u,i}) + w · n_{u,i}           (w = DNNTSPConfig.neighbour_weight)
+
+where y is DNNTSP's score (:func:`fuse_neighbours`). The model itself is unchanged and trained
+as before; the neighbour term only changes the ranking, in validation (so it takes part in
+choosing the best epoch) and in scoring.
+
+The *pool* is the training customers' vectors over their whole visible sequence (history and
+target basket), exactly like TIFU-KNN's; it is stored in the checkpoint so `predict` and
+`recommend` use the same neighbours as training did. Keeping ``top`` entries per customer makes
+memory O(n · top) rather than O(n · I), which matters on large catalogues.
+
+Shapes in this module: n query instances, P pool customers, I items.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from basketgnn.data.dataset import BasketData, _offsets
+from basketgnn.data.split import Instances
+from basketgnn.recommenders.tifu_knn import (
+    NeighbourIndex,
+    SparseRows,
+    customer_vectors,
+    query_chunks,
+)
+
+
+@dataclass(frozen=True)
+class NeighbourScores:
+    """Each instance's kept neighbour scores, as CSR rows.
+
+    Shapes: offsets [n + 1] int64; items [nnz] int64; values [nnz] float32 in (0, 1].
+    """
+
+    offsets: np.ndarray
+    items: np.ndarray
+    values: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+
+class NeighbourPool:
+    """The training customers' TIFU vectors, searchable for each query's nearest customers.
+
+    Args:
+        vectors: pool vectors, SparseRows [P, I].
+        customer_ids: [P] original customer id of each pool row (a query is never its own
+            neighbour: rows with the query's customer id are skipped).
+        k: neighbours per query; m, r_b, r_g: TIFU group size and decays; top: entries kept
+            per query.
+    """
+
+    def __init__(
+        self,
+        vectors: SparseRows,
+        customer_ids: np.ndarray,
+        k: int,
+        m: int,
+        r_b: float,
+        r_g: float,
+        top: int,
+    ) -> None:
+        self.vectors = vectors
+        self.customer_ids = np.asarray(customer_ids).astype(str)
+        self.k, self.m, self.r_b, self.r_g, self.top = int(k), int(m), float(r_b), float(r_g), int(top)
+        # Integer code per distinct customer id, shared by pool rows and queries.
+        self._ids, pool_codes = np.unique(self.customer_ids, return_inverse=True)
+        self._index = NeighbourIndex(vectors, pool_codes.astype(np.int64))
+
+    @classmethod
+    def build(
+        cls,
+        data: BasketData,
+        train: Instances,
+        k: int = 300,
+        m: int = 3,
+        r_b: float = 1.0,
+        r_g: float = 0.7,
+        top: int = 100,
+    ) -> NeighbourPool:
+        """The pool of ``train``'s customers, each over its history and target basket."""
+        visible = data.histories(train.users, np.asarray(train.n_history) + 1)
+        vectors = customer_vectors(visible, data.n_items, m, r_b, r_g)
+        return cls(vectors, data.user_ids[train.users], k, m, r_b, r_g, top)
+
+    def query_codes(self, customer_ids: np.ndarray) -> np.ndarray:
+        """Pool code of each customer id, -1 when it is not in the pool. Shapes: [n] -> [n]."""
+        ids = np.asarray(customer_ids).astype(str)
+        if len(self._ids) == 0:
+            return np.full(len(ids), -1, dtype=np.int64)
+        pos = np.clip(np.searchsorted(self._ids, ids), 0, len(self._ids) - 1)
+        found = self._ids[pos] == ids
+        return np.where(found, pos, -1).astype(np.int64)
+
+    def scores(
+        self, data: BasketData, instances: Instances, customer_ids: np.ndarray | None = None
+    ) -> NeighbourScores:
+        """Kept neighbour scores of every instance, from its history baskets only.
+
+        ``customer_ids`` [n] overrides ``data.user_ids[instances.users]`` as the ids excluded
+        from each query's neighbours (e.g. a history typed in by hand belongs to nobody).
+        """
+        if data.n_items != self.vectors.n_cols:
+            raise ValueError(f"pool has {self.vectors.n_cols} items but the data {data.n_items}")
+        n = len(instances)
+        own = customer_vectors(
+            data.histories(instances.users, instances.n_history), data.n_items, self.m, self.r_b, self.r_g
+        )
+        ids = data.user_ids[instances.users] if customer_ids is None else customer_ids
+        codes = self.query_codes(ids)
+        top = min(self.top, data.n_items)
+        lengths = np.zeros(n, dtype=np.int64)
+        items, values = [], []
+        for rows, _, nbrs in query_chunks(self._index, own, codes, self.k):
+            mean = self._index.mean(nbrs)  # [c, I] float64
+            keep = _top_entries(mean, top) & (mean > 0)  # [c, I]
+            peak = mean.max(axis=1, keepdims=True)  # [c, 1]
+            r, i = np.nonzero(keep)  # row-major: each row's items ascending
+            lengths[rows] = np.bincount(r, minlength=keep.shape[0])
+            items.append(i)
+            values.append((mean[r, i] / peak[r, 0]).astype(np.float32))
+        return NeighbourScores(
+            _offsets(lengths),
+            np.concatenate(items) if items else np.zeros(0, np.int64),
+            np.concatenate(values) if values else np.zeros(0, np.float32),
+        )
+
+    def state(self) -> dict[str, Any]:
+        """Plain arrays and numbers for a checkpoint (see :meth:`from_state`)."""
+        v = self.vectors
+        return {
+            "indptr": v.indptr, "indices": v.indices, "values": v.values, "n_items": v.n_cols,
+            "customer_ids": self.customer_ids.tolist(),
+            "k": self.k, "m": self.m, "r_b": self.r_b, "r_g": self.r_g, "top": self.top,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> NeighbourPool:
+        vectors = SparseRows(
+            np.asarray(state["indptr"]), np.asarray(state["indices"]),
+            np.asarray(state["values"]), int(state["n_items"]),
+        )
+        return cls(
+            vectors, np.asarray(state["customer_ids"], dtype=str),
+            state["k"], state["m"], state["r_b"], state["r_g"], state["top"],
+        )
+
+
+
+def _top_entries(x: np.ndarray, top: int) -> np.ndarray:
+    """Mask of each row's ``top`` largest entries; ties at the cut go to the lower column.
+
+    Shapes: x [c, I] -> [c, I] bool with exactly min(top, I) True per row.
+    """
+    if top >= x.shape[1]:
+        return np.ones(x.shape, dtype=bool)
+    cut = -np.partition(-x, top - 1, axis=1)[:, top - 1 : top]  # [c, 1] the top-th value
+    above = x > cut
+    tied = x == cut
+    room = top - above.sum(axis=1, keepdims=True)  # [c, 1] places left for tied entries
+    return above | (tied & (np.cumsum(tied, axis=1) <= room))
+
+
+def fuse_neighbours(logits: np.ndarray, neighbours: NeighbourScores, weight: float) -> np.ndarray:
+    """The ranking score sigmoid(y) + weight · n of every item (n = 0 where not kept).
+
+    The neighbour signal is added to the *probability*, not the logit: it then reorders the
+    uncertain candidates (often items the customer never bought) and cannot overturn a
+    confident repeat purchase. Computed in float64, returned as float32.
+
+    Shapes: logits [n, I], neighbours of n instances -> [n, I] float32.
+    """
+    if len(neighbours) != len(logits):
+        raise ValueError(f"neighbour scores for {len(neighbours)} instances, logits for {len(logits)}")
+    out = torch.sigmoid(torch.from_numpy(np.asarray(logits, dtype=np.float64))).numpy()
+    rows = np.repeat(np.arange(len(neighbours)), np.diff(neighbours.offsets))
+    out[rows, neighbours.items] += weight * neighbours.values  # (row, item) pairs are distinct
+    return out.astype(np.float32)

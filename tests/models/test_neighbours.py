@@ -1,0 +1,120 @@
+"""Neighbour scores: a loop reference, self-exclusion, fusion, and the checkpoint round trip."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from basketgnn.data.dataset import from_sequences
+from basketgnn.data.split import Instances, make_split
+from basketgnn.models.dnntsp import DNNTSPConfig
+from basketgnn.models.neighbours import NeighbourPool, NeighbourScores, fuse_neighbours
+from basketgnn.recommenders.dnntsp import DNNTSPRecommender
+from basketgnn.train.trainer import NEIGHBOUR_KS, NEIGHBOUR_WEIGHTS
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recommenders"))
+from test_tifu_knn import random_data, reference_scores  # noqa: E402
+
+
+def dense(s: NeighbourScores, n_items: int) -> np.ndarray:
+    out = np.zeros((len(s), n_items))
+    rows = np.repeat(np.arange(len(s)), np.diff(s.offsets))
+    out[rows, s.items] = s.values
+    return out
+
+
+def reference_neighbour_scores(data, train, query, k, m, r_b, r_g, top) -> np.ndarray:
+    """TIFU's neighbour mean (alpha = 0) by loops, cut to the top entries, divided by the max."""
+    mean, gap = reference_scores(data, train, query, k, m, r_b, r_g, alpha=0.0)
+    assert gap > 1e-9, "near-tied neighbours would make the comparison ambiguous"
+    out = np.zeros_like(mean)
+    for r, row in enumerate(mean):
+        keep = np.argsort(-row, kind="stable")[:top]
+        keep = keep[row[keep] > 0]
+        if len(keep):
+            out[r, keep] = row[keep] / row.max()
+    return out
+
+
+@pytest.mark.parametrize("seed, k, m, r_b, r_g, top", [(0, 5, 2, 0.9, 0.7, 30), (1, 3, 3, 1.0, 0.6, 4)])
+def test_scores_match_the_loop_reference(seed, k, m, r_b, r_g, top):
+    data = random_data(seed)
+    n = data.n_baskets_per_user
+    train = Instances(np.arange(30), n[:30] - 1)
+    # Users 0..4 are training customers too and must not be their own neighbours.
+    query = Instances(np.r_[np.arange(30, 40), np.arange(5)], np.r_[n[30:40] - 1, n[:5] - 2])
+    pool = NeighbourPool.build(data, train, k=k, m=m, r_b=r_b, r_g=r_g, top=top)
+    got = pool.scores(data, query)
+    expected = reference_neighbour_scores(data, train, query, k, m, r_b, r_g, top)
+    assert got.values.dtype == np.float32 and np.all(np.diff(got.offsets) <= top)
+    assert np.all((got.values > 0) & (got.values <= 1))
+    np.testing.assert_allclose(dense(got, data.n_items), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_own_row_is_skipped_but_an_unknown_customer_may_match_anyone():
+    # u0's pool row equals its query vector; u0 must get u1's items, a stranger u0's.
+    data = from_sequences([[[0], [0], [0]], [[1], [2]]], n_items=3)
+    train = Instances(np.array([0, 1]), np.array([1, 1]))
+    pool = NeighbourPool.build(data, train, k=1, m=1, r_b=1.0, r_g=1.0)
+    query = Instances(np.array([0]), np.array([2]))
+    np.testing.assert_allclose(dense(pool.scores(data, query), 3), [[0, 1, 1]])
+    stranger = from_sequences([[[0], [0]]], n_items=3)
+    stranger = type(stranger)(**{**stranger.__dict__, "user_ids": np.array(["<history>"])})
+    np.testing.assert_allclose(dense(pool.scores(stranger, Instances(np.array([0]), np.array([2]))), 3), [[1, 0, 0]])
+
+
+def test_fusion_adds_to_the_probability():
+    logits = np.array([[0.0, 2.0, -1.0], [30.0, -30.0, 0.5]], dtype=np.float32)
+    s = NeighbourScores(np.array([0, 1, 3]), np.array([2, 0, 1]), np.array([1.0, 0.5, 1.0], np.float32))
+    got = fuse_neighbours(logits, s, 0.3)
+    sig = 1 / (1 + np.exp(-logits.astype(np.float64)))
+    expected = sig + 0.3 * np.array([[0, 0, 1.0], [0.5, 1.0, 0]])
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+    with pytest.raises(ValueError, match="2 instances"):
+        fuse_neighbours(logits[:1], s, 0.3)
+
+
+def test_pool_survives_the_checkpoint(tmp_path):
+    data = random_data(4, n_users=60)
+    sp = make_split(data, "temporal")
+    config = DNNTSPConfig(epochs=2, embed_dim=8, batch_size=16, neighbour_weight=0.5, neighbour_k=5)
+    rec = DNNTSPRecommender(config, out_dir=tmp_path).fit(data, sp["train"], sp["validate"])
+    assert rec.model.neighbour_pool.k == 5 and rec.model.neighbour_weight == 0.5
+    assert rec.params()["neighbour_weight_used"] == 0.5
+    loaded = DNNTSPRecommender.from_checkpoint(tmp_path / "best.pt")
+    np.testing.assert_array_equal(loaded.score(data, sp["test"]), rec.score(data, sp["test"]))
+    # Scoring is sigmoid(model score) + w * n, which is not the model's own score.
+    fused = rec.score(data, sp["test"])
+    pool = rec.model.neighbour_pool
+    rec.model.neighbour_pool = None
+    logits = rec.score(data, sp["test"])
+    expected = fuse_neighbours(logits, pool.scores(data, sp["test"]), 0.5)
+    np.testing.assert_allclose(fused, expected, rtol=1e-6)
+    assert not np.allclose(fused, 1 / (1 + np.exp(-logits)))
+
+
+def test_auto_choice_is_the_best_validation_grid_point():
+    data = random_data(5, n_users=80)
+    sp = make_split(data, "temporal")
+    rec = DNNTSPRecommender(DNNTSPConfig(epochs=2, embed_dim=8, batch_size=16))
+    rec.fit(data, sp["train"], sp["validate"])
+    choice = rec.result.neighbours
+    assert len(choice["grid"]) == len(NEIGHBOUR_WEIGHTS) * len(NEIGHBOUR_KS)
+    best = max(g["validation_criterion"] for g in choice["grid"])
+    winner = [g for g in choice["grid"] if g["k"] == choice["k"] and g["weight"] == choice["weight"]]
+    assert winner[0]["validation_criterion"] == best
+    used = rec.model.neighbour_pool
+    assert (used is not None) == (choice["weight"] > 0)
+
+
+def test_switched_off_means_no_pool_and_plain_scores():
+    data = random_data(6, n_users=60)
+    sp = make_split(data, "temporal")
+    rec = DNNTSPRecommender(DNNTSPConfig(epochs=1, embed_dim=8, neighbour_weight=0))
+    rec.fit(data, sp["train"], sp["validate"])
+    assert rec.result.neighbours is None and rec.model.neighbour_pool is None
+    assert rec.params()["neighbour_weight_used"] == 0.0

@@ -1,0 +1,73 @@
+"""The DNNTSP commands end to end: train -> evaluate --checkpoint -> predict -> recommend."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pandas as pd
+import pytest
+from test_cli import log_csv, run  # noqa: F401  (fixture and runner shared with test_cli)
+
+from basketgnn.cli import main
+
+
+def _main(*args: str) -> None:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sys, "argv", ["basketgnn", *args])
+        with pytest.raises(SystemExit) as exc:
+            main()
+    assert (exc.value.code or 0) == 0, args
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, log_csv):  # noqa: F811
+    """A tiny run with neighbour scores forced on, so the pool goes through the checkpoint."""
+    folder = tmp_path_factory.mktemp("run")
+    config = folder / "small.yaml"
+    config.write_text("embed_dim: 8\nbatch_size: 32\nneighbour_weight: 0.3\nneighbour_k: 20\n")
+    _main("prepare", str(log_csv), "--out", str(folder / "data"))
+    _main("train", "--data", str(folder / "data"), "--config", str(config),
+          "--out", str(folder / "out"), "--epochs", "2", "--no-progress")
+    return folder / "out"
+
+
+def test_train_writes_checkpoint_log_and_split(trained):
+    assert {"best.pt", "train_log.jsonl", "split.json", "resume.pt"} <= {p.name for p in trained.iterdir()}
+    log = [json.loads(line) for line in (trained / "train_log.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in log] == [1, 2]
+
+
+def test_evaluate_checkpoint_has_the_baseline_keys(monkeypatch, capsys, trained, tmp_path):
+    out = tmp_path / "dnntsp.json"
+    code, _, err = run(monkeypatch, capsys, "evaluate", "--checkpoint", str(trained / "best.pt"),
+                       "--output", str(out))
+    assert code == 0, err
+    result = json.loads(out.read_text())
+    assert {"recall@10", "ndcg@10", "phr@10"} <= set(result["metrics"])
+    assert result["params"]["neighbour_weight_used"] == 0.3
+
+
+def test_predict_for_a_customer_and_for_a_typed_history(monkeypatch, capsys, trained, log_csv):  # noqa: F811
+    customer = str(pd.read_csv(log_csv)["customer_id"].iloc[0])
+    code, out, err = run(monkeypatch, capsys, "predict", "--checkpoint", str(trained / "best.pt"),
+                         "--user", customer, "--k", "5")
+    assert code == 0, err
+    assert out.count("\n") >= 5 and "next basket" in out
+    item = str(pd.read_csv(log_csv)["item_id"].iloc[0])
+    code, out, err = run(monkeypatch, capsys, "predict", "--checkpoint", str(trained / "best.pt"),
+                         "--history", json.dumps([[item, "no-such-item"], [item]]), "--k", "3")
+    assert code == 0 and "1 unknown item id(s) ignored: no-such-item" in err
+    assert "next basket (2 past baskets)" in out
+
+
+def test_recommend_writes_top_k_for_every_customer(monkeypatch, capsys, trained, log_csv, tmp_path):  # noqa: F811
+    out = tmp_path / "recs.parquet"
+    code, _, err = run(monkeypatch, capsys, "recommend", "--checkpoint", str(trained / "best.pt"),
+                       "--out", str(out), "--k", "7")
+    assert code == 0, err
+    recs = pd.read_parquet(out)
+    customers = pd.read_csv(log_csv)["customer_id"].astype(str).unique()
+    assert list(recs.columns) == ["customer_id", "item_id", "rank", "score"]
+    assert len(recs) == 7 * len(customers) and set(recs["customer_id"].astype(str)) == set(customers)
+    assert (recs.groupby("customer_id")["score"].diff().dropna() <= 0).all()
