@@ -193,7 +193,8 @@ class DNNTSP(nn.Module):
 
     def row_features(self, batch: GraphBatch) -> torch.Tensor:
         """GCN output of every distinct row (see graph.cooccurrence). Shapes: -> [R, d]."""
-        x = self.embedding(batch.node_item[batch.row_node])  # [R, d]
+        # index_select on the weight = the embedding lookup, with a cheaper backward on CPU.
+        x = self.embedding.weight.index_select(0, batch.node_item[batch.row_node])  # [R, d]
         if self.presence is not None:
             x = x + batch.row_present.unsqueeze(1).to(x.dtype) * self.presence
         if self.gcn is not None:
@@ -206,7 +207,7 @@ class DNNTSP(nn.Module):
     def expand_sequences(batch: GraphBatch, rows: torch.Tensor) -> torch.Tensor:
         """Row features to each node's left-aligned sequence; padding holds the absent row's
         value and is masked out later. Shapes: rows [R, d] -> [M, T_max, d]."""
-        return rows[batch.seq_row]
+        return rows.index_select(0, batch.seq_row.reshape(-1)).view(*batch.seq_row.shape, -1)
 
     def forward(self, batch: GraphBatch) -> torch.Tensor:
         if len(batch.node_item) == 0:  # no user of the batch has a known history item

@@ -85,7 +85,7 @@ class NeighbourPool:
         self.k, self.m, self.r_b, self.r_g, self.top = int(k), int(m), float(r_b), float(r_g), int(top)
         # Integer code per distinct customer id, shared by pool rows and queries.
         self._ids, pool_codes = np.unique(self.customer_ids, return_inverse=True)
-        self._index = NeighbourIndex(vectors, pool_codes.astype(np.int64))
+        self._index = NeighbourIndex(vectors, pool_codes.astype(np.int64), dtype=np.float32)
 
     @classmethod
     def build(
@@ -132,7 +132,7 @@ class NeighbourPool:
         lengths = np.zeros(n, dtype=np.int64)
         items, values = [], []
         for rows, _, nbrs in query_chunks(self._index, own, codes, self.k):
-            mean = self._index.mean(nbrs)  # [c, I] float64
+            mean = self._index.mean(nbrs)  # [c, I] float32
             keep = _top_entries(mean, top) & (mean > 0)  # [c, I]
             peak = mean.max(axis=1, keepdims=True)  # [c, 1]
             r, i = np.nonzero(keep)  # row-major: each row's items ascending
@@ -174,11 +174,17 @@ def _top_entries(x: np.ndarray, top: int) -> np.ndarray:
     """
     if top >= x.shape[1]:
         return np.ones(x.shape, dtype=bool)
-    cut = -np.partition(-x, top - 1, axis=1)[:, top - 1 : top]  # [c, 1] the top-th value
-    above = x > cut
-    tied = x == cut
-    room = top - above.sum(axis=1, keepdims=True)  # [c, 1] places left for tied entries
-    return above | (tied & (np.cumsum(tied, axis=1) <= room))
+    cut = torch.topk(torch.from_numpy(x), top, dim=1).values[:, -1:].numpy()  # [c, 1] top-th value
+    keep = x > cut
+    equal = x == cut  # [c, I]; at least `room` entries per row
+    room = top - keep.sum(axis=1)  # [c] places left for entries equal to the cut
+    keep |= equal
+    # Only rows with more entries equal to the cut than places need the lowest-column rule.
+    crowded = np.flatnonzero(equal.sum(axis=1) > room)
+    if len(crowded):
+        fill = equal[crowded] & (np.cumsum(equal[crowded], axis=1) <= room[crowded, None])
+        keep[crowded] = (x[crowded] > cut[crowded]) | fill
+    return keep
 
 
 def fuse_neighbours(logits: np.ndarray, neighbours: NeighbourScores, weight: float) -> np.ndarray:

@@ -71,7 +71,7 @@ class GatedScorer(nn.Module):
     def gate_values(self, node_item: torch.Tensor) -> torch.Tensor:
         """α of each node's item. Shapes: [M] -> [M]."""
         if self.alpha is not None:
-            return self.alpha[node_item]
+            return self.alpha.index_select(0, node_item)
         value = 0.5 if self.gate == "fixed" else 1.0
         return torch.full(node_item.shape, value, device=node_item.device)
 
@@ -86,7 +86,10 @@ class GatedScorer(nn.Module):
     ) -> torch.Tensor:
         w_o = self.out.weight.squeeze(0)  # [d]
         base = embedding @ w_o + self.out.bias  # [I]
-        correction = self.gate_values(node_item) * (z @ w_o - base[node_item] + self.out.bias)
+        # index_select rather than base[node_item]: a faster backward on CPU, same values.
+        correction = self.gate_values(node_item) * (
+            z @ w_o - base.index_select(0, node_item) + self.out.bias
+        )
         if self.repeat is not None:
             assert node_features is not None, "repeat_features needs node_features [M, 4]"
             correction = correction + node_features.to(z.dtype) @ self.repeat  # [M]

@@ -87,16 +87,24 @@ class MaskedTemporalSelfAttention(nn.Module):
         scale = self.d_head**-0.5
         outs = []
         for b in buckets:
-            q, k, v = self._split(rows[b.rows])  # each [M_b, heads, D, d_head]
-            s = (q @ k.transpose(-1, -2)) * scale  # [M_b, heads, D (query), D (key)]
+            # index_select, not rows[b.rows]: same values, but its backward is index_add
+            # rather than an accumulating index_put, several times faster on CPU.
+            x = rows.index_select(0, b.rows.reshape(-1)).view(*b.rows.shape, rows.shape[1])
+            q, k, v = self._split(x)  # each [M_b, heads, D, d_head]
+            # Scores are laid out keys-first, [.., D (key), T (query)], so the softmax runs over
+            # a non-last dim: with D mostly 2-5 that is ~3x faster (fwd + bwd) on CPU than a
+            # softmax over a tiny last dim. Same values either way.
+            s = (k @ q.transpose(-1, -2)) * scale  # [M_b, heads, D (key), D (query)]
             M_b, H, D, _ = s.shape
-            s = s.gather(2, b.query[:, None, :, None].expand(M_b, H, T, D))  # [M_b, heads, T, D]
-            a = torch.softmax(s + b.log_count.to(s.dtype).unsqueeze(1), dim=-1)  # [M_b, heads, T, D]
+            s = s.gather(3, b.query[:, None, None, :].expand(M_b, H, D, T))  # [M_b, heads, D, T]
+            bias = b.log_count.to(s.dtype).transpose(1, 2).unsqueeze(1)  # [M_b, 1, D, T]
+            a = torch.softmax(s + bias, dim=2)  # [M_b, heads, D, T], over keys
             if self.training and self.dropout > 0:
                 a = F.dropout(a, self.dropout)
+            a = a.transpose(-1, -2)  # [M_b, heads, T, D]
             outs.append(self._merge_heads(a @ v))  # [M_b, T, d]
         # Buckets partition the nodes: one gather puts every node back in place.
         order = torch.cat([b.nodes for b in buckets])  # [M] node of each concatenated row
         position = torch.empty_like(order)
         position[order] = torch.arange(len(order), device=order.device)
-        return torch.cat(outs)[position]  # [M, T, d]
+        return torch.cat(outs).index_select(0, position)  # [M, T, d]

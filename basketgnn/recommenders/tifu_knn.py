@@ -132,19 +132,25 @@ def customer_vectors(
 
 
 class NeighbourIndex:
-    """Training customers' vectors, searchable by Euclidean distance."""
+    """Training customers' vectors, searchable by Euclidean distance.
 
-    def __init__(self, vectors: SparseRows, users: np.ndarray) -> None:
+    ``dtype`` is the precision of the search: float64 (TIFU-KNN, which reproduces published
+    numbers tie for tie) or float32 (neighbour scores for DNNTSP: half the memory traffic).
+    """
+
+    def __init__(self, vectors: SparseRows, users: np.ndarray, dtype: type = np.float64) -> None:
         self.vectors = vectors
+        self.dtype = dtype
         self.users = np.asarray(users, dtype=np.int64)  # [n_train]
-        self.sq_norms = vectors.squared_norms()  # [n_train]
+        self.sq_norms = vectors.squared_norms().astype(dtype)  # [n_train]
         row = np.repeat(np.arange(vectors.n_rows), np.diff(vectors.indptr))
         col = vectors.indices
         by_col = np.argsort(col, kind="stable")  # stable: rows stay ascending within a column
         # Both index lists are sorted and duplicate-free, i.e. already coalesced.
-        self._matrix = _coo(row, col, vectors.values, (vectors.n_rows, vectors.n_cols))
+        values = vectors.values.astype(dtype)
+        self._matrix = _coo(row, col, values, (vectors.n_rows, vectors.n_cols))
         self._matrix_t = _coo(
-            col[by_col], row[by_col], vectors.values[by_col], (vectors.n_cols, vectors.n_rows)
+            col[by_col], row[by_col], values[by_col], (vectors.n_cols, vectors.n_rows)
         )
         order = np.argsort(self.users, kind="stable")
         self._by_user, self._sorted_users = order, self.users[order]
@@ -152,8 +158,9 @@ class NeighbourIndex:
     def nearest(self, query: np.ndarray, query_users: np.ndarray, k: int) -> np.ndarray:
         """The k nearest training rows of each query, nearest first; -1 pads when fewer exist.
 
-        Shapes: query [c, n_items] float64, query_users [c] -> [c, k] int64.
+        Shapes: query [c, n_items] (the index's dtype), query_users [c] -> [c, k] int64.
         """
+        query = np.asarray(query, dtype=self.dtype)
         dot = torch.sparse.mm(self._matrix, torch.from_numpy(query).T.contiguous()).numpy().T
         dist = self.sq_norms[None, :] - 2.0 * dot  # [c, n_train]; ||q||² is the same per row
         # A customer is not its own neighbour: mask the training rows of the same user.
@@ -164,7 +171,12 @@ class NeighbourIndex:
 
         n_train = dist.shape[1]
         k_eff = min(k, n_train)
-        if k_eff < n_train:
+        if k_eff < n_train and self.dtype == np.float32:
+            # torch's top-k is ~2x faster than argpartition; which of several candidates tied
+            # at the k-th distance it keeps may differ, so float64 (TIFU-KNN) keeps numpy's.
+            cand = torch.topk(torch.from_numpy(dist), k_eff, dim=1, largest=False, sorted=False)
+            cand = cand.indices.numpy()  # [c, k_eff]
+        elif k_eff < n_train:
             cand = np.argpartition(dist, k_eff - 1, axis=1)[:, :k_eff]  # [c, k_eff]
         else:
             cand = np.broadcast_to(np.arange(n_train), dist.shape)
@@ -179,14 +191,14 @@ class NeighbourIndex:
     def mean(self, neighbours: np.ndarray) -> np.ndarray:
         """Mean vector of each row's neighbours (-1 entries ignored).
 
-        Shapes: neighbours [c, k] int64 -> [c, n_items] float64.
+        Shapes: neighbours [c, k] int64 -> [c, n_items] (the index's dtype).
         """
         c = len(neighbours)
         valid = neighbours >= 0
         count = np.maximum(valid.sum(axis=1), 1)  # [c]
         query_row, slot = np.nonzero(valid)
         # Averaging weights as a dense [n_train, c] block: mean = (Vᵀ W)ᵀ with V sparse.
-        weights = np.zeros((self.vectors.n_rows, c), dtype=np.float64)
+        weights = np.zeros((self.vectors.n_rows, c), dtype=self.dtype)
         np.add.at(weights, (neighbours[query_row, slot], query_row), 1.0 / count[query_row])
         return torch.sparse.mm(self._matrix_t, torch.from_numpy(weights)).numpy().T
 
@@ -362,5 +374,5 @@ def query_chunks(
     users = np.asarray(users, dtype=np.int64)
     for start in range(0, vectors.n_rows, size):
         rows = slice(start, min(start + size, vectors.n_rows))
-        own = vectors.dense(rows)
+        own = vectors.dense(rows, dtype=index.dtype)
         yield rows, own, index.nearest(own, users[rows], k)

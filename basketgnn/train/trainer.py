@@ -302,7 +302,8 @@ def choose_neighbours(
     if best["weight"] > 0:
         model.neighbour_pool = pools[best["k"]]
         model.neighbour_weight = best["weight"]
-    return {"k": best["k"], "weight": best["weight"], "grid": grid}
+    # With weight 0 the neighbours are not used, so no k was chosen.
+    return {"k": best["k"] if best["weight"] > 0 else None, "weight": best["weight"], "grid": grid}
 
 
 def _save_resume(path: Path, model, optimizer, scheduler, epoch, best, history, config, fingerprint) -> None:
