@@ -79,6 +79,29 @@ class MaskedTemporalSelfAttention(nn.Module):
         )  # [nodes, heads, T, d_head]; scale 1/sqrt(d_head) by default
         return self._merge_heads(z)  # [nodes, T, d]
 
+    def _two_keys(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, b: AttentionBucket, scale: float
+    ) -> torch.Tensor:
+        """The bucket of nodes bought once (D = 2 keys: absent row 0, present row 1), in closed
+        form: a softmax over two keys is w_1 = sigmoid(logit_1 - logit_0), w_0 = 1 - w_1, so no
+        [T, D] score matrix or batched matmul is needed. Same values as the general path (a
+        log-count of -inf gives w = 0 or 1 exactly).
+
+        Shapes: q, k, v [M_b, heads, 2, d_head] -> [M_b, heads, T, d_head].
+        """
+        M_b, H, _, _ = q.shape
+        T = b.query.shape[1]
+        # (k_1 - k_0) . q_c for both possible query rows c: [M_b, heads, 2]
+        delta = ((k[:, :, 1] - k[:, :, 0]).unsqueeze(2) * q).sum(-1) * scale
+        delta = delta.gather(2, b.query[:, None, :].expand(M_b, H, T))  # [M_b, heads, T]
+        lc = b.log_count.to(q.dtype)  # [M_b, T, 2]
+        w1 = torch.sigmoid(delta + (lc[:, :, 1] - lc[:, :, 0]).unsqueeze(1))  # [M_b, heads, T]
+        w0 = 1 - w1
+        if self.training and self.dropout > 0:
+            w = F.dropout(torch.stack([w0, w1], dim=2), self.dropout)  # [M_b, heads, 2, T]
+            w0, w1 = w[:, :, 0], w[:, :, 1]
+        return w0.unsqueeze(-1) * v[:, :, :1] + w1.unsqueeze(-1) * v[:, :, 1:]
+
     def forward_rows(
         self, rows: torch.Tensor, buckets: tuple[AttentionBucket, ...], num_nodes: int, T: int
     ) -> torch.Tensor:
@@ -91,6 +114,9 @@ class MaskedTemporalSelfAttention(nn.Module):
             # rather than an accumulating index_put, several times faster on CPU.
             x = rows.index_select(0, b.rows.reshape(-1)).view(*b.rows.shape, rows.shape[1])
             q, k, v = self._split(x)  # each [M_b, heads, D, d_head]
+            if x.shape[1] == 2:
+                outs.append(self._merge_heads(self._two_keys(q, k, v, b, scale)))
+                continue
             # Scores are laid out keys-first, [.., D (key), T (query)], so the softmax runs over
             # a non-last dim: with D mostly 2-5 that is ~3x faster (fwd + bwd) on CPU than a
             # softmax over a tiny last dim. Same values either way.

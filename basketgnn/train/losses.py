@@ -21,8 +21,12 @@ def multi_hot(
 
 
 def soft_margin_loss(scores: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Multi-label soft margin: BCE with logits averaged over items, then over users."""
-    return F.multilabel_soft_margin_loss(scores, y)
+    """Multi-label soft margin: BCE with logits averaged over items, then over users.
+
+    Every user has the same number of items, so that is the plain mean of BCE with logits over
+    [B, I]; torch's fused BCE kernel is ~2x faster (fwd + bwd) than multilabel_soft_margin_loss.
+    """
+    return F.binary_cross_entropy_with_logits(scores, y)
 
 
 def bpr_loss(scores: torch.Tensor, y: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:

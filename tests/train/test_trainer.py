@@ -14,7 +14,7 @@ from basketgnn.evaluate import evaluate_model
 from basketgnn.models.dnntsp import DNNTSPConfig
 from basketgnn.recommenders.dnntsp import DNNTSPRecommender
 from basketgnn.recommenders.topfreq import GTopFreq
-from basketgnn.train.losses import bpr_loss, multi_hot, weighted_mse_loss
+from basketgnn.train.losses import bpr_loss, multi_hot, soft_margin_loss, weighted_mse_loss
 
 
 def planted_data(n_users: int = 240, n_items: int = 60, seed: int = 0):
@@ -108,6 +108,18 @@ def test_bpr_and_mse_by_hand():
     s = torch.sigmoid(scores)[0]
     expected = (2 * (s[0] - 1) ** 2 + s[1] ** 2 + s[2] ** 2) / 3
     assert weighted_mse_loss(scores, y).item() == pytest.approx(expected.item())
+
+
+def test_soft_margin_equals_torchs_multilabel_soft_margin():
+    torch.manual_seed(0)
+    scores = torch.randn(5, 7, dtype=torch.float64, requires_grad=True)
+    y = (torch.rand(5, 7) < 0.3).double()
+    ours = soft_margin_loss(scores, y)
+    (g_ours,) = torch.autograd.grad(ours, scores)
+    theirs = torch.nn.functional.multilabel_soft_margin_loss(scores, y)
+    (g_theirs,) = torch.autograd.grad(theirs, scores)
+    assert ours.item() == pytest.approx(theirs.item(), rel=1e-12)
+    torch.testing.assert_close(g_ours, g_theirs)
 
 
 def test_small_catalogue_uses_the_cut_offs_that_fit():
