@@ -2,16 +2,21 @@
 
 A writer gets a temporary path in the destination's own folder (so the final rename is atomic on
 the same filesystem); the rename happens only when the writer returned without error.
+
+A set of files that belong together (the pipeline's recommendations, metrics and report) is
+published by :func:`publish_files`: staged whole first, then renamed into place, so that a crash
+never leaves new files next to old ones that a finished staging would not complete.
 """
 
 from __future__ import annotations
 
 import contextlib
+import filecmp
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,3 +71,90 @@ def write_text(path: str | Path, text: str) -> None:
     """Write ``text`` atomically."""
     with atomic_path(path) as tmp:
         tmp.write_text(text)
+
+
+#: The staging folder of :func:`publish_files`, inside the destination folder.
+PUBLISH_STAGING = ".publishing"
+#: Written last into the staging folder: the set is complete; what to move in and delete.
+PUBLISH_MANIFEST = "_staged.json"
+
+
+def publish_files(
+    folder: str | Path, files: Iterable[Path], remove: Iterable[str] = ()
+) -> list[str]:
+    """Copy ``files`` into ``folder`` under their own names, and delete the names in ``remove``,
+    as one set.
+
+    Every file is first copied (and synced) into ``folder/.publishing/``; only when all of them
+    are there does a manifest mark the staging complete, and only then are they renamed into
+    place one by one and the ``remove`` names deleted. A crash while staging leaves ``folder`` as
+    it was; a crash among the renames leaves a complete staging that :func:`finish_publishing`
+    (called here first, and by the pipeline when it starts) carries out. A file identical to the
+    one in place is not copied, so the one in place keeps its modification time.
+
+    One publisher at a time per folder (the pipeline holds its run folder's lock).
+    Returns the names that were replaced or added.
+    """
+    folder = Path(folder)
+    files = list(files)
+    names = [f.name for f in files]
+    if len(set(names)) != len(names) or PUBLISH_MANIFEST in names:
+        raise ValueError(f"cannot publish files with these names together: {names}")
+    folder.mkdir(parents=True, exist_ok=True)
+    finish_publishing(folder)
+    staging = folder / PUBLISH_STAGING
+    staging.mkdir()
+    try:
+        changed = []
+        for src in files:
+            dst = folder / src.name
+            if dst.is_file() and filecmp.cmp(src, dst, shallow=False):
+                continue
+            shutil.copyfile(src, staging / src.name)
+            _fsync(staging / src.name)
+            changed.append(src.name)
+        manifest = {"move": changed, "remove": sorted(set(remove) - set(names))}
+        tmp = staging / f".{PUBLISH_MANIFEST}.tmp"
+        tmp.write_text(json.dumps(manifest) + "\n")
+        _fsync(tmp)
+        _fsync(staging)  # the staged files' names are durable before the manifest says so
+        os.replace(tmp, staging / PUBLISH_MANIFEST)
+        _fsync(staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    finish_publishing(folder)
+    return changed
+
+
+def finish_publishing(folder: str | Path) -> bool:
+    """Carry out a publication of :func:`publish_files` that a crash interrupted.
+
+    A complete staging (manifest present) is moved into place (what was moved already is not
+    there any more and is skipped); an incomplete one is deleted, leaving ``folder`` as it was.
+    Returns True when there was a complete staging to finish.
+    """
+    staging = Path(folder) / PUBLISH_STAGING
+    manifest_path = staging / PUBLISH_MANIFEST
+    if not manifest_path.is_file():
+        if staging.exists():
+            shutil.rmtree(staging)
+        return False
+    manifest = json.loads(manifest_path.read_text())
+    for name in manifest["move"]:
+        if (staging / name).exists():
+            os.replace(staging / name, Path(folder) / name)
+    for name in manifest["remove"]:
+        (Path(folder) / name).unlink(missing_ok=True)
+    _fsync(Path(folder))
+    shutil.rmtree(staging)
+    return True
+
+
+def _fsync(path: Path) -> None:
+    """Flush a file's content, or a folder's entries, to the disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -17,9 +17,12 @@ as an uninterrupted run would); any other stage is cleared and redone.
 Baselines are cheap: they are fitted inside ``evaluate`` (and in ``recommend`` when one of them
 makes the recommendations), on the split's training part, like DNNTSP.
 
-At the end, the top-level outputs are copied atomically from the stage folders into RUN_DIR:
+At the end, the top-level outputs are copied from the stage folders into RUN_DIR as one set:
 ``recommendations.parquet`` / ``.csv``, ``metrics.json``, ``report.html`` and its
-``report_*.png`` charts. Every run appends its messages to ``RUN_DIR/pipeline.log``.
+``report_*.png`` charts. They are staged whole in ``RUN_DIR/.publishing/`` first and renamed
+into place only then (:func:`basketgnn.io_utils.publish_files`): a crash before the renames
+leaves the previous set untouched, and one among the renames is completed when the next run
+starts. Every run appends its messages to ``RUN_DIR/pipeline.log``.
 """
 
 from __future__ import annotations
@@ -27,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import datetime
 import fcntl
-import filecmp
 import hashlib
 import json
 import logging
@@ -47,7 +49,7 @@ from rich.console import Console
 from basketgnn import __version__
 from basketgnn.config import describe_validation_error, resolve_path
 from basketgnn.errors import UserError
-from basketgnn.io_utils import atomic_path, write_json
+from basketgnn.io_utils import finish_publishing, publish_files, write_json
 
 if TYPE_CHECKING:
     from basketgnn.data.dataset import BasketData
@@ -427,6 +429,11 @@ class _Runner:
         job = self.job
         spec = job.spec
         self.say(f"pipeline {job.config_path} -> {job.run_dir}", style="bold")
+        if finish_publishing(job.run_dir):
+            self.say(
+                "  moved into place the rest of the outputs an interrupted run had staged",
+                style="yellow",
+            )
 
         inp = spec.input.model_dump(exclude={"memory_limit"})  # a memory limit changes no result
         inp["path"] = str(job.input_path)
@@ -528,17 +535,10 @@ class _Runner:
         }
 
     def _publish(self, files: list[Path]) -> None:
-        """Copy stage outputs to the run folder, atomically; identical files are left alone."""
-        for src in files:
-            dst = self.job.run_dir / src.name
-            if dst.is_file() and filecmp.cmp(src, dst, shallow=False):
-                continue
-            with atomic_path(dst) as tmp:
-                shutil.copyfile(src, tmp)
-        names = {f.name for f in files}
-        for old in self.job.run_dir.glob("report_*.png"):
-            if old.name not in names:  # a chart an earlier job had and this one does not
-                old.unlink()
+        """Copy stage outputs to the run folder as one set (see :func:`publish_files`);
+        identical files are left alone, charts an earlier job had and this one has not go."""
+        stale = [p.name for p in self.job.run_dir.glob("report_*.png")]
+        publish_files(self.job.run_dir, files, remove=stale)
 
     # -- the stages -----------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -334,3 +335,72 @@ def test_a_bad_pipeline_file_is_an_error_naming_the_key(log, tmp_path, sections,
     with pytest.raises(UserError, match=message):
         run_pipeline(config)
     assert not (tmp_path / "run").exists()
+
+
+def copy_of_run(first: tuple[Path, dict[str, Any]], tmp_path: Path) -> Path:
+    """A copy of run A's run folder in ``tmp_path`` (a job written there uses it)."""
+    config, _ = first
+    shutil.copytree(config.parent / "run", tmp_path / "run")
+    return tmp_path / "run"
+
+
+def raising_for(name: str, real: Callable[..., Any], error: BaseException) -> Callable[..., Any]:
+    """``real``, except that it raises ``error`` when its first argument is a file ``name``."""
+
+    def wrapper(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if Path(path).name == name:
+            raise error
+        return real(path, *args, **kwargs)
+
+    return wrapper
+
+
+def test_a_crash_while_publishing_keeps_the_previous_outputs_and_a_rerun_publishes_all(
+    first, log, tmp_path, monkeypatch
+):
+    run_dir = copy_of_run(first, tmp_path)
+    before = {name: (run_dir / name).read_bytes() for name in OUTPUTS}
+    changed = write_job(tmp_path, log[0], recommend={"k": K - 2})
+    # Staging report.html fails: it is published after the recommendations and metrics.json.
+    monkeypatch.setattr(
+        shutil, "copyfile", raising_for("report.html", shutil.copyfile, OSError("disk full"))
+    )
+    with pytest.raises(OSError, match="disk full"):
+        run(changed)
+    monkeypatch.undo()
+    assert {name: (run_dir / name).read_bytes() for name in OUTPUTS} == before
+    assert sorted(p.name for p in run_dir.glob("report_*.png")) == sorted(
+        f for f in OUTPUTS if f.startswith("report_")
+    )
+
+    summary = run(changed)
+    assert set(status(summary).values()) == {"cached"}  # the crashed run finished every stage
+    stage_dirs = {s["name"]: Path(s["dir"]) for s in summary["stages"]}
+    for name in OUTPUTS:
+        made_by = "recommend" if name.startswith("recommendations") else "report"
+        assert (run_dir / name).read_bytes() == (stage_dirs[made_by] / name).read_bytes(), name
+    recs = pd.read_parquet(run_dir / "recommendations.parquet")
+    assert recs["rank"].max() == K - 2
+    assert json.loads((run_dir / "metrics.json").read_text())["recommendations"]["k"] == K - 2
+    assert (run_dir / "recommendations.parquet").read_bytes() != before["recommendations.parquet"]
+    assert not (run_dir / ".publishing").exists()
+
+
+def test_a_run_starts_by_completing_outputs_a_crash_left_half_moved(
+    first, log, tmp_path, monkeypatch
+):
+    run_dir = copy_of_run(first, tmp_path)
+    changed = write_job(tmp_path, log[0], report={"title": "Renamed report"})
+    # Killed between moving the staged metrics.json and report.html into place.
+    monkeypatch.setattr(os, "replace", raising_for("report.html", os.replace, KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        run(changed)
+    monkeypatch.undo()
+    assert "Renamed report" in (run_dir / "metrics.json").read_text()
+    assert "Renamed report" not in (run_dir / "report.html").read_text()
+
+    out = io.StringIO()
+    summary = run(changed, out)
+    assert "moved into place the rest of the outputs an interrupted run had staged" in out.getvalue()
+    assert summary["ran"] == []
+    assert "Renamed report" in (run_dir / "report.html").read_text()
