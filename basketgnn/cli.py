@@ -217,7 +217,7 @@ def evaluate(
     `basketgnn evaluate --checkpoint runs/tafeng/best.pt --output dnntsp.json`
     """
     from basketgnn.data.split import make_split
-    from basketgnn.evaluate import evaluate_model, result_record
+    from basketgnn.evaluate import fit_and_evaluate, result_record
     from basketgnn.io_utils import write_json
     from basketgnn.recommenders.registry import make_baseline
 
@@ -238,16 +238,11 @@ def evaluate(
             raise UserError("--data is required with --model.")
         dataset = _load(data)
     sp = make_split(dataset, split_kind, seed)
-    instances = sp[split]
     load_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    if checkpoint is None:
-        recommender.fit(dataset, sp["train"], sp["validate"])
-    fit_s = time.perf_counter() - t0
-    metrics, score_s = evaluate_model(recommender, dataset, instances)
+    # A baseline is fitted on the training part here; a checkpoint is trained already.
+    metrics, timing = fit_and_evaluate(recommender, dataset, sp, split, fit=checkpoint is None)
     record = result_record(
-        recommender, str(data), sp, split, metrics,
-        {"load": load_s, "fit": fit_s, "score": score_s}, len(instances),
+        recommender, str(data), sp, split, metrics, {"load": load_s, **timing}, len(sp[split])
     )
     print_results([record])
     if output is not None:
@@ -540,7 +535,7 @@ def demo(
     from basketgnn.config import load_config
     from basketgnn.data.ingest import prepare_log
     from basketgnn.data.split import make_split
-    from basketgnn.evaluate import evaluate_model, result_record
+    from basketgnn.evaluate import fit_and_evaluate, result_record
     from basketgnn.io_utils import write_json
     from basketgnn.recommend import recommend_all, write_recommendations
     from basketgnn.recommenders.dnntsp import DNNTSPRecommender
@@ -562,31 +557,24 @@ def demo(
     records = []
     for name in BASELINES:
         model = make_baseline(name)
-        t0 = time.perf_counter()
-        model.fit(data, sp["train"], sp["validate"])
-        fit_s = time.perf_counter() - t0
-        metrics, score_s = evaluate_model(model, data, sp["test"])
+        metrics, timing = fit_and_evaluate(model, data, sp)
         records.append(
-            result_record(model, str(out / "data"), sp, "test", metrics,
-                          {"fit": fit_s, "score": score_s}, len(sp["test"]))
+            result_record(model, str(out / "data"), sp, "test", metrics, timing, len(sp["test"]))
         )
     console.print(f"[bold]3. baselines[/] {', '.join(BASELINES)} fitted and evaluated")
 
     cfg = load_config(config or DEFAULT_LOG.parent / "demo_config.yaml")
     console.print(f"[bold]4. train DNNTSP[/] -> {out / 'dnntsp'}")
     dnntsp = DNNTSPRecommender(cfg, out_dir=out / "dnntsp", progress=progress)
-    t0 = time.perf_counter()
-    dnntsp.fit(data, sp["train"], sp["validate"])
-    fit_s = time.perf_counter() - t0
+    metrics, timing = fit_and_evaluate(dnntsp, data, sp)
     assert dnntsp.result is not None
     stamp_checkpoint(out / "dnntsp" / "best.pt", out / "data", "temporal")
     console.print(
-        f"   best epoch {dnntsp.result.best_epoch} of {dnntsp.result.epochs_run} ({fit_s:.0f}s)"
+        f"   best epoch {dnntsp.result.best_epoch} of {dnntsp.result.epochs_run} "
+        f"({timing['fit']:.0f}s)"
     )
-    metrics, score_s = evaluate_model(dnntsp, data, sp["test"])
     records.append(
-        result_record(dnntsp, str(out / "data"), sp, "test", metrics,
-                      {"fit": fit_s, "score": score_s}, len(sp["test"]))
+        result_record(dnntsp, str(out / "data"), sp, "test", metrics, timing, len(sp["test"]))
     )
     print_results(records)
     write_json(out / "metrics.json", records)

@@ -64,6 +64,33 @@ def evaluate_model(
     return metrics, seconds
 
 
+def fit_and_evaluate(
+    model: Recommender,
+    data: BasketData,
+    split: Split,
+    part: str = "test",
+    ks: tuple[int, ...] = KS,
+    *,
+    fit: bool = True,
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Fit ``model`` on the split's training part (its validation part choosing epochs or
+    tuning), then :func:`evaluate_model` on ``split[part]``.
+
+    With ``fit=False`` the model is trained already (a checkpoint) and only evaluated.
+    An unknown ``part`` is a :class:`UserError` raised before fitting.
+
+    Returns (metrics, timing ``{"fit": seconds, "score": seconds}``), as
+    :func:`result_record` takes them.
+    """
+    instances = split[part]
+    t0 = time.perf_counter()
+    if fit:
+        model.fit(data, split["train"], split["validate"])
+    fit_s = time.perf_counter() - t0
+    metrics, score_s = evaluate_model(model, data, instances, ks)
+    return metrics, {"fit": fit_s, "score": score_s}
+
+
 def result_record(
     model: Recommender,
     data_path: str,

@@ -10,7 +10,6 @@ train time) to benchmarks/results/accuracy.jsonl; `summarize.py` turns those lin
 from __future__ import annotations
 
 import argparse
-import time
 
 import yaml
 from common import append_result, peak_rss_mb, shared_dataset
@@ -18,7 +17,7 @@ from common import append_result, peak_rss_mb, shared_dataset
 from basketgnn.config import load_config
 from basketgnn.data.ingest import read_dnntsp_json
 from basketgnn.data.split import make_split
-from basketgnn.evaluate import evaluate_model
+from basketgnn.evaluate import fit_and_evaluate
 from basketgnn.recommenders.dnntsp import DNNTSPRecommender
 from basketgnn.recommenders.registry import BASELINES, make_baseline
 
@@ -37,13 +36,11 @@ def main() -> None:
     split = make_split(data)
     if args.baselines:
         for name in BASELINES:
-            t0 = time.perf_counter()
-            model = make_baseline(name).fit(data, split["train"], split["validate"])
-            fit_s = time.perf_counter() - t0
-            metrics, score_s = evaluate_model(model, data, split["test"])
+            model = make_baseline(name)
+            metrics, timing = fit_and_evaluate(model, data, split)
             row = {"model": name, "tag": "baseline", "params": model.params(), "data": args.data,
-                   "split": split.name, "metrics": metrics, "fit_s": round(fit_s, 2),
-                   "score_s": round(score_s, 3)}
+                   "split": split.name, "metrics": metrics, "fit_s": round(timing["fit"], 2),
+                   "score_s": round(timing["score"], 3)}
             print(name, {k: round(v, 4) for k, v in metrics.items() if k.endswith(("@10", "@20")) and "_" not in k})
             append_result("accuracy", row)
         return
@@ -52,10 +49,8 @@ def main() -> None:
     for seed in args.seeds:
         config = load_config(None, **{**overrides, "seed": seed})
         rec = DNNTSPRecommender(config)
-        t0 = time.perf_counter()
-        rec.fit(data, split["train"], split["validate"])
-        train_s = time.perf_counter() - t0
-        metrics, score_s = evaluate_model(rec, data, split["test"])
+        metrics, timing = fit_and_evaluate(rec, data, split)
+        train_s, score_s = timing["fit"], timing["score"]
         assert rec.result is not None
         row = {"model": "dnntsp", "tag": args.tag, "config": config.model_dump(), "seed": seed,
                "data": args.data, "split": split.name, "metrics": metrics,

@@ -35,7 +35,6 @@ import hashlib
 import json
 import math
 import os
-import time
 import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -52,7 +51,7 @@ from basketgnn.data.dataset import BasketData
 from basketgnn.data.ingest import load_data
 from basketgnn.data.split import Split, make_split
 from basketgnn.errors import UserError
-from basketgnn.evaluate import evaluate_model
+from basketgnn.evaluate import fit_and_evaluate
 from basketgnn.io_utils import atomic_path, write_text
 from basketgnn.metrics import KS
 from basketgnn.models.dnntsp import DNNTSPConfig
@@ -515,24 +514,21 @@ def _select_datasets(grid: Grid, only_datasets: Iterable[str] | None) -> list[st
 
 def _execute(grid: Grid, run: Run, data: BasketData, split: Split) -> dict[str, Any]:
     """Train on the split's train part (validate chooses epochs / tuning), test on test."""
-    t0 = time.perf_counter()
     best_epoch: int | None = None
     epochs_run: int | None = None
-    model: Recommender
-    if run.kind == "dnntsp":
-        dnntsp = DNNTSPRecommender(DNNTSPConfig(**run.config))
-        model = dnntsp.fit(data, split["train"], split["validate"])
+    model: Recommender = (
+        DNNTSPRecommender(DNNTSPConfig(**run.config))
+        if run.kind == "dnntsp"
+        else make_baseline(run.variant, **run.config)
+    )
+    metrics, timing = fit_and_evaluate(model, data, split, "test")
+    if isinstance(model, DNNTSPRecommender):
         config: dict[str, Any] = run.config
-        if dnntsp.result is not None:
-            best_epoch, epochs_run = dnntsp.result.best_epoch, dnntsp.result.epochs_run
+        if model.result is not None:
+            best_epoch, epochs_run = model.result.best_epoch, model.result.epochs_run
     else:
-        model = make_baseline(run.variant, **run.config).fit(
-            data, split["train"], split["validate"]
-        )
         # The fitted parameters: for TIFU-KNN they include what validation tuning chose.
         config = model.params()
-    train_s = time.perf_counter() - t0
-    metrics, score_s = evaluate_model(model, data, split["test"])
     return {
         "dataset": run.dataset,
         "data_path": grid.spec.datasets[run.dataset],
@@ -545,8 +541,8 @@ def _execute(grid: Grid, run: Run, data: BasketData, split: Split) -> dict[str, 
         "split": split.name,
         # NaN (no user with repeat / explore targets) is not JSON; null says "undefined".
         "metrics": {k: None if math.isnan(v) else float(v) for k, v in metrics.items()},
-        "train_s": round(train_s, 3),
-        "score_s": round(score_s, 3),
+        "train_s": round(timing["fit"], 3),
+        "score_s": round(timing["score"], 3),
         "best_epoch": best_epoch,
         "epochs_run": epochs_run,
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),

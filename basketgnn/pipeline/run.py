@@ -652,37 +652,24 @@ class _Runner:
     def _evaluate(
         self, folder: Path, prepare: _Stage, split: _Stage, fit: _Stage | None
     ) -> dict[str, Any]:
-        from basketgnn.evaluate import evaluate_model, result_record
-        from basketgnn.metrics import KS
+        from basketgnn.evaluate import evaluate_model, fit_and_evaluate, result_record
         from basketgnn.recommenders.registry import make_baseline
 
         data, sp = self.data(prepare), self.split(split, prepare)
         test = sp[EVALUATED_PART]
-        # A catalogue smaller than a K has no top K: evaluate at the Ks it has.
-        ks = tuple(k for k in KS if k <= data.n_items) or (data.n_items,)
         source = prepare.info["source"]
         records = []
         for name, options in self.job.baselines:
             model = make_baseline(name, **options)
-            t0 = time.perf_counter()
-            model.fit(data, sp["train"], sp["validate"])
-            fit_s = time.perf_counter() - t0
-            metrics, score_s = evaluate_model(model, data, test, ks)
+            metrics, timing = fit_and_evaluate(model, data, sp, EVALUATED_PART)
             records.append(
-                result_record(
-                    model,
-                    source,
-                    sp,
-                    EVALUATED_PART,
-                    metrics,
-                    {"fit": fit_s, "score": score_s},
-                    len(test),
-                )
+                result_record(model, source, sp, EVALUATED_PART, metrics, timing, len(test))
             )
-            self.say(f"  {name}: fitted and evaluated in {fit_s + score_s:.1f}s")
+            self.say(f"  {name}: fitted and evaluated in {sum(timing.values()):.1f}s")
         if fit is not None:
+            # Trained in the fit_dnntsp stage: only evaluated here, with that stage's fit time.
             rec = self._dnntsp(fit)
-            metrics, score_s = evaluate_model(rec, data, test, ks)
+            metrics, score_s = evaluate_model(rec, data, test)
             record = result_record(
                 rec,
                 source,
