@@ -7,6 +7,7 @@ anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -15,6 +16,9 @@ import typer
 from rich.console import Console
 
 from basketgnn.errors import UserError
+
+#: Customer id of a history typed into `predict --history` (never a real id: it holds a NUL).
+TYPED_HISTORY_ID = "\x00typed-history"
 
 app = typer.Typer(
     add_completion=False,
@@ -405,10 +409,10 @@ def predict(
             )
         seq = [[lookup[str(i)] for i in b if str(i) in lookup] for b in baskets]
         dataset = from_sequences([seq], n_items=len(rec.item_ids))
-        # The typed-in history belongs to no known customer: its id must not match any
-        # customer of the checkpoint's neighbour pool.
+        # The typed-in history belongs to no known customer: its id (with a NUL, which no
+        # CSV or Parquet id holds) must not match any customer of the checkpoint's pool.
         dataset = type(dataset)(
-            **{**dataset.__dict__, "item_ids": rec.item_ids, "user_ids": np.array(["<history>"])}
+            **{**dataset.__dict__, "item_ids": rec.item_ids, "user_ids": np.array([TYPED_HISTORY_ID])}
         )
         u, n_hist = 0, int(dataset.n_baskets_per_user[0])
     items, scores = rank_items(
@@ -536,7 +540,7 @@ def demo(
     from basketgnn.data.ingest import prepare_log
     from basketgnn.data.split import make_split
     from basketgnn.evaluate import fit_and_evaluate, result_record
-    from basketgnn.io_utils import write_json
+    from basketgnn.io_utils import publish_files, write_json
     from basketgnn.recommend import recommend_all, write_recommendations
     from basketgnn.recommenders.dnntsp import DNNTSPRecommender
     from basketgnn.recommenders.registry import BASELINES, make_baseline
@@ -577,11 +581,16 @@ def demo(
         result_record(dnntsp, str(out / "data"), sp, "test", metrics, timing, len(sp["test"]))
     )
     print_results(records)
-    write_json(out / "metrics.json", records)
 
     recs = recommend_all(dnntsp, data, 20)
-    write_recommendations(recs, out / "recommendations.parquet")
-    write_recommendations(recs, out / "recommendations.csv")
+    # The three results are published as one set: a crash never mixes old and new files.
+    with tempfile.TemporaryDirectory(dir=out) as tmp:
+        write_json(Path(tmp) / "metrics.json", records)
+        write_recommendations(recs, Path(tmp) / "recommendations.parquet")
+        write_recommendations(recs, Path(tmp) / "recommendations.csv")
+        publish_files(
+            out, [Path(tmp) / n for n in ("metrics.json", "recommendations.parquet", "recommendations.csv")]
+        )
     console.print(
         f"[bold]5. recommend[/] top-20 for all {data.n_users:,} customers -> "
         f"{out / 'recommendations.parquet'} (and .csv)"

@@ -71,3 +71,16 @@ def test_recommend_writes_top_k_for_every_customer(monkeypatch, capsys, trained,
     assert list(recs.columns) == ["customer_id", "item_id", "rank", "score"]
     assert len(recs) == 7 * len(customers) and set(recs["customer_id"].astype(str)) == set(customers)
     assert (recs.groupby("customer_id")["score"].diff().dropna() <= 0).all()
+
+
+def test_demo_publishes_metrics_and_recommendations_together(tmp_path, log_csv):  # noqa: F811
+    config = tmp_path / "tiny.yaml"
+    config.write_text("embed_dim: 8\nepochs: 2\n")
+    out = tmp_path / "demo"
+    _main("demo", "--out", str(out), "--log", str(log_csv), "--config", str(config), "--no-progress")
+    names = {p.name for p in out.iterdir()}
+    assert {"metrics.json", "recommendations.parquet", "recommendations.csv", "data", "dnntsp"} == names
+    records = json.loads((out / "metrics.json").read_text())
+    assert [r["model"] for r in records][-1] == "dnntsp"
+    recs = pd.read_parquet(out / "recommendations.parquet")
+    assert len(recs) == len(pd.read_csv(out / "recommendations.csv")) > 0

@@ -12,11 +12,12 @@ Only each customer's ``top`` highest entries of n_u are kept, divided by the lar
 the kept values lie in (0, 1] and the customer's best neighbour item has 1. Items are then
 ranked by
 
-    sigmoid(y_{u,i}) + w · n_{u,i}           (w = DNNTSPConfig.neighbour_weight)
+    sigmoid(y_{u,i}) + w · n_{u,i}
 
 where y is DNNTSP's score (:func:`fuse_neighbours`). The model itself is unchanged and trained
-as before; the neighbour term only changes the ranking, in validation (so it takes part in
-choosing the best epoch) and in scoring.
+(and its best epoch chosen) exactly as before; afterwards w and k are chosen on the validation
+customers (``train.trainer.choose_neighbours``; DNNTSPConfig.neighbour_weight / neighbour_k,
+"auto" or fixed), and the neighbour term changes the ranking from then on.
 
 The *pool* is the training customers' vectors over their whole visible sequence (history and
 target basket), exactly like TIFU-KNN's; it is stored in the checkpoint so `predict` and
@@ -190,15 +191,16 @@ def _top_entries(x: np.ndarray, top: int) -> np.ndarray:
 def fuse_neighbours(logits: np.ndarray, neighbours: NeighbourScores, weight: float) -> np.ndarray:
     """The ranking score sigmoid(y) + weight · n of every item (n = 0 where not kept).
 
-    The neighbour signal is added to the *probability*, not the logit: it then reorders the
-    uncertain candidates (often items the customer never bought) and cannot overturn a
-    confident repeat purchase. Computed in float64, returned as float32.
+    The neighbour signal is added to the *probability*, not the logit: it then mostly reorders
+    the uncertain candidates (often items the customer never bought) and seldom overturns a
+    confident repeat purchase. Computed and returned in float64: in float32 every logit above
+    ~16.6 would give exactly 1.0, and confident items would lose their order.
 
-    Shapes: logits [n, I], neighbours of n instances -> [n, I] float32.
+    Shapes: logits [n, I], neighbours of n instances -> [n, I] float64.
     """
     if len(neighbours) != len(logits):
         raise ValueError(f"neighbour scores for {len(neighbours)} instances, logits for {len(logits)}")
     out = torch.sigmoid(torch.from_numpy(np.asarray(logits, dtype=np.float64))).numpy()
     rows = np.repeat(np.arange(len(neighbours)), np.diff(neighbours.offsets))
     out[rows, neighbours.items] += weight * neighbours.values  # (row, item) pairs are distinct
-    return out.astype(np.float32)
+    return out

@@ -79,13 +79,34 @@ class MaskedTemporalSelfAttention(nn.Module):
         )  # [nodes, heads, T, d_head]; scale 1/sqrt(d_head) by default
         return self._merge_heads(z)  # [nodes, T, d]
 
+    def _keys_first(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, b: AttentionBucket, scale: float
+    ) -> torch.Tensor:
+        """Attention of one bucket over its D distinct keys. Shapes: q, k, v [M_b, heads, D,
+        d_head] -> [M_b, heads, T, d_head]."""
+        T = b.query.shape[1]
+        # Scores are laid out keys-first, [.., D (key), T (query)], so the softmax runs over
+        # a non-last dim: with D mostly 2-5 that is ~3x faster (fwd + bwd) on CPU than a
+        # softmax over a tiny last dim. Same values either way (dropout's random mask is
+        # drawn on this layout, so training runs differ bit-wise from the query-first one).
+        s = (k @ q.transpose(-1, -2)) * scale  # [M_b, heads, D (key), D (query)]
+        M_b, H, D, _ = s.shape
+        s = s.gather(3, b.query[:, None, None, :].expand(M_b, H, D, T))  # [M_b, heads, D, T]
+        bias = b.log_count.to(s.dtype).transpose(1, 2).unsqueeze(1)  # [M_b, 1, D, T]
+        a = torch.softmax(s + bias, dim=2)  # [M_b, heads, D, T], over keys
+        if self.training and self.dropout > 0:
+            a = F.dropout(a, self.dropout)
+        a = a.transpose(-1, -2)  # [M_b, heads, T, D]
+        return a @ v
+
     def _two_keys(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, b: AttentionBucket, scale: float
     ) -> torch.Tensor:
         """The bucket of nodes bought once (D = 2 keys: absent row 0, present row 1), in closed
-        form: a softmax over two keys is w_1 = sigmoid(logit_1 - logit_0), w_0 = 1 - w_1, so no
-        [T, D] score matrix or batched matmul is needed. Same values as the general path (a
-        log-count of -inf gives w = 0 or 1 exactly).
+        form: a softmax over two keys is w_1 = sigmoid(logit_1 - logit_0), w_0 = sigmoid(logit_0 -
+        logit_1), so no [T, D] score matrix or batched matmul is needed. Equal to the general path
+        up to rounding (a log-count of -inf gives w = 0 or 1 exactly); dropout draws its mask on
+        the same [M_b, heads, 2, T] layout.
 
         Shapes: q, k, v [M_b, heads, 2, d_head] -> [M_b, heads, T, d_head].
         """
@@ -95,8 +116,8 @@ class MaskedTemporalSelfAttention(nn.Module):
         delta = ((k[:, :, 1] - k[:, :, 0]).unsqueeze(2) * q).sum(-1) * scale
         delta = delta.gather(2, b.query[:, None, :].expand(M_b, H, T))  # [M_b, heads, T]
         lc = b.log_count.to(q.dtype)  # [M_b, T, 2]
-        w1 = torch.sigmoid(delta + (lc[:, :, 1] - lc[:, :, 0]).unsqueeze(1))  # [M_b, heads, T]
-        w0 = 1 - w1
+        logit = delta + (lc[:, :, 1] - lc[:, :, 0]).unsqueeze(1)  # [M_b, heads, T]
+        w1, w0 = torch.sigmoid(logit), torch.sigmoid(-logit)  # not 1 - w1: exact near w1 = 1
         if self.training and self.dropout > 0:
             w = F.dropout(torch.stack([w0, w1], dim=2), self.dropout)  # [M_b, heads, 2, T]
             w0, w1 = w[:, :, 0], w[:, :, 1]
@@ -114,21 +135,8 @@ class MaskedTemporalSelfAttention(nn.Module):
             # rather than an accumulating index_put, several times faster on CPU.
             x = rows.index_select(0, b.rows.reshape(-1)).view(*b.rows.shape, rows.shape[1])
             q, k, v = self._split(x)  # each [M_b, heads, D, d_head]
-            if x.shape[1] == 2:
-                outs.append(self._merge_heads(self._two_keys(q, k, v, b, scale)))
-                continue
-            # Scores are laid out keys-first, [.., D (key), T (query)], so the softmax runs over
-            # a non-last dim: with D mostly 2-5 that is ~3x faster (fwd + bwd) on CPU than a
-            # softmax over a tiny last dim. Same values either way.
-            s = (k @ q.transpose(-1, -2)) * scale  # [M_b, heads, D (key), D (query)]
-            M_b, H, D, _ = s.shape
-            s = s.gather(3, b.query[:, None, None, :].expand(M_b, H, D, T))  # [M_b, heads, D, T]
-            bias = b.log_count.to(s.dtype).transpose(1, 2).unsqueeze(1)  # [M_b, 1, D, T]
-            a = torch.softmax(s + bias, dim=2)  # [M_b, heads, D, T], over keys
-            if self.training and self.dropout > 0:
-                a = F.dropout(a, self.dropout)
-            a = a.transpose(-1, -2)  # [M_b, heads, T, D]
-            outs.append(self._merge_heads(a @ v))  # [M_b, T, d]
+            attend = self._two_keys if x.shape[1] == 2 else self._keys_first
+            outs.append(self._merge_heads(attend(q, k, v, b, scale)))  # [M_b, T, d]
         # Buckets partition the nodes: one gather puts every node back in place.
         order = torch.cat([b.nodes for b in buckets])  # [M] node of each concatenated row
         position = torch.empty_like(order)

@@ -24,7 +24,8 @@ user index.
 **Computation.** Vectors are sparse rows (CSR, numpy) built for all instances at once. Query
 instances are processed in chunks: the chunk's vectors are made dense, distances come from
 ``||q||² + ||t||² − 2 q·t`` with one sparse(training) × dense(query) product in float64,
-neighbours from ``argpartition`` (ties at equal distance go to the lower training row), and
+neighbours from ``argpartition`` (ties at equal distance go to the lower training row; DNNTSP's
+neighbour scores reuse this index in float32 with ``torch.topk``, see :class:`NeighbourIndex`), and
 the neighbour mean from a second sparse product, Vᵀ · W with W the chunk's [n_train, c]
 averaging weights. Chunks are sized so that no dense block exceeds ~4M elements; nothing of size
 [n_train, n_items] is ever dense.

@@ -3,6 +3,7 @@ models with neighbour scores, the training customers' neighbour pool."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,12 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[DNNTSP, DNNT
         config = DNNTSPConfig(**state["config"]).model_copy(update={"device": device})
         model = DNNTSP.from_config(state["num_items"], config)
         model.load_state_dict(state["state_dict"])
+        if config.neighbour_weight != 0 and "neighbour_choice" not in state:
+            warnings.warn(
+                f"{path}: the run stopped before choosing its neighbour weight; this checkpoint "
+                "ranks without neighbour scores. Rerun the same `basketgnn train` to finish it.",
+                stacklevel=2,
+            )
         if state.get("neighbours") is not None:
             model.neighbour_pool = NeighbourPool.from_state(state["neighbours"])
             model.neighbour_weight = float(state["neighbours"]["weight"])

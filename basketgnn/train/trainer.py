@@ -84,7 +84,7 @@ def score_graphs(
     """Ranking scores of every item for every instance of ``graphs``: the model's scores, or
     with ``neighbours`` sigmoid(score) + neighbour_weight · n (models.neighbours).
 
-    Shapes: -> [len(graphs), I] float32.
+    Shapes: -> [len(graphs), I] float32 (float64 with neighbours, see fuse_neighbours).
     """
     model.eval()
     out = np.zeros((len(graphs), model.num_items), dtype=np.float32)
@@ -327,8 +327,10 @@ def _load_resume(path: Path, config: DNNTSPConfig, fingerprint: str) -> dict[str
     if not path.is_file():
         return None
     state = torch.load(path, map_location="cpu", weights_only=False)
-    same_run = {k: v for k, v in state["config"].items() if k not in ("device", "threads", "epochs")}
-    wanted = {k: v for k, v in config.model_dump().items() if k not in ("device", "threads", "epochs")}
+    # Settings that do not change training: the neighbour options only act after it.
+    ignored = ("device", "threads", "epochs", "neighbour_weight", "neighbour_k", "neighbour_top")
+    same_run = {k: v for k, v in state["config"].items() if k not in ignored}
+    wanted = {k: v for k, v in config.model_dump().items() if k not in ignored}
     if same_run != wanted or state["fingerprint"] != fingerprint:
         return None
     return state

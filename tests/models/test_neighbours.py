@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from basketgnn.data.dataset import from_sequences
 from basketgnn.data.split import Instances, make_split
@@ -85,8 +86,12 @@ def test_fusion_adds_to_the_probability():
     got = fuse_neighbours(logits, s, 0.3)
     sig = 1 / (1 + np.exp(-logits.astype(np.float64)))
     expected = sig + 0.3 * np.array([[0, 0, 1.0], [0.5, 1.0, 0]])
-    assert got.dtype == np.float32
-    np.testing.assert_allclose(got, expected, rtol=1e-6)
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, expected, rtol=1e-7)
+    # Confident items keep their order (float32 would tie both at 1.0).
+    none = NeighbourScores(np.array([0, 0]), np.zeros(0, np.int64), np.zeros(0, np.float32))
+    confident = fuse_neighbours(np.array([[20.0, 30.0]], dtype=np.float32), none, 0.3)
+    assert confident[0, 1] > confident[0, 0]
     with pytest.raises(ValueError, match="2 instances"):
         fuse_neighbours(logits[:1], s, 0.3)
 
@@ -131,3 +136,43 @@ def test_switched_off_means_no_pool_and_plain_scores():
     rec.fit(data, sp["train"], sp["validate"])
     assert rec.result.neighbours is None and rec.model.neighbour_pool is None
     assert rec.params()["neighbour_weight_used"] == 0.0
+
+
+def test_no_target_basket_and_no_own_row_reaches_the_neighbour_scores():
+    # Temporal split: train target = basket 1, validate target = basket 2, test target = basket 3.
+    # Customer 0 alone buys item 9 (basket 0, in its own pool row), item 7 (its validation
+    # target) and item 8 (its test target).
+    seqs = [[[0, 9], [1, 2], [7, 1], [8]]] + [[[0, 1], [1, 2], [1, 3], [2]] for _ in range(5)]
+    data = from_sequences(seqs, n_items=10)
+    sp = make_split(data, "temporal")
+    assert sp["train"].n_history.tolist() == [1] * 6 and sp["test"].n_history.tolist() == [3] * 6
+    # k = 5: everybody else is a neighbour.
+    pool = NeighbourPool.build(data, sp["train"], k=5, m=1, r_b=1.0, r_g=1.0)
+    for part in ("validate", "test"):
+        got = dense(pool.scores(data, sp[part]), 10)
+        assert not got[:, [7, 8]].any(), part  # targets are in no pool row
+        assert got[0, 9] == 0, part  # customer 0 is not its own neighbour ...
+        assert (got[1:, 9] > 0).all(), part  # ... but the others' neighbour
+
+
+def test_top_entries_ties_go_to_the_lower_column():
+    from basketgnn.models.neighbours import _top_entries
+
+    x = np.array([[0.5, 0.2, 0.5, 0.5, 0.1], [0.0, 0.3, 0.0, 0.0, 0.0], [1, 2, 3, 4, 5.0]])
+    got = _top_entries(x, 2)
+    assert got.sum(axis=1).tolist() == [2, 2, 2]
+    assert got[0].tolist() == [True, False, True, False, False]  # three 0.5s: the first two
+    assert got[1].tolist() == [True, True, False, False, False]  # 0.3, then the first 0.0
+    assert got[2].tolist() == [False, False, False, True, True]
+    assert _top_entries(x, 5).all() and _top_entries(x, 9).all()
+
+
+def test_weight_zero_checkpoint_has_no_pool(tmp_path):
+    data = random_data(7, n_users=60)
+    sp = make_split(data, "temporal")
+    config = DNNTSPConfig(epochs=1, embed_dim=8, neighbour_weight=0)
+    DNNTSPRecommender(config, out_dir=tmp_path).fit(data, sp["train"], sp["validate"])
+    state = torch.load(tmp_path / "best.pt", weights_only=False)
+    assert "neighbours" not in state and "neighbour_choice" not in state
+    loaded = DNNTSPRecommender.from_checkpoint(tmp_path / "best.pt")
+    assert loaded.model.neighbour_pool is None

@@ -193,3 +193,31 @@ def test_concat_needs_divisible_dim():
     with pytest.raises(ValueError):
         MaskedTemporalSelfAttention(DIM, heads=3, merge="concat")
     assert MaskedTemporalSelfAttention(DIM, heads=3, merge="mean").d_head == DIM
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_two_key_closed_form_equals_the_general_path_with_and_without_dropout(training):
+    """Nodes bought once take the closed form; in training mode, with the same seed, dropout
+    draws the same mask as the general keys-first path, so outputs and gradients agree too."""
+    batch = _batch(0)
+    module = _module("concat", 2, dropout=0.3).train(training)
+    rows = torch.randn(int(batch.row_node.shape[0]), DIM, dtype=torch.float64, requires_grad=True)
+    two = [b for b in batch.attention if b.rows.shape[1] == 2]
+    assert two and len(two[0].nodes) > 5, "the batch must have a two-key bucket"
+    b = two[0]
+    scale = module.d_head**-0.5
+
+    def run(attend):
+        x = rows.index_select(0, b.rows.reshape(-1)).view(*b.rows.shape, DIM)
+        torch.manual_seed(7)
+        out = attend(*module._split(x), b, scale)
+        (grad,) = torch.autograd.grad(out.square().sum(), rows)
+        return out.detach(), grad
+
+    closed, g_closed = run(module._two_keys)
+    general, g_general = run(module._keys_first)
+    torch.testing.assert_close(closed, general, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(g_closed, g_general, rtol=1e-10, atol=1e-12)
+    if training:  # dropout really acted: some weights were zeroed
+        module.eval()
+        assert not torch.allclose(run(module._two_keys)[0], closed)

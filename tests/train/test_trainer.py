@@ -83,6 +83,16 @@ def test_resume_is_not_used_for_a_different_config(tmp_path):
     assert [r["epoch"] for r in other.result.history] == [1, 2]
 
 
+def test_neighbour_options_do_not_restart_a_finished_training(tmp_path):
+    data = planted_data(n_users=80)
+    first, _ = fit(data, tmp_path, epochs=2)
+    written = (tmp_path / "resume.pt").stat().st_mtime_ns
+    again, _ = fit(data, tmp_path, epochs=2, neighbour_weight=0)  # resumed: nothing to train
+    assert (tmp_path / "resume.pt").stat().st_mtime_ns == written  # a restart would rewrite it
+    assert again.result.history == first.result.history
+    assert again.result.neighbours is None and again.model.neighbour_pool is None
+
+
 def test_early_stopping_keeps_best_epoch():
     data = planted_data(n_users=80)
     rec, _ = fit(data, epochs=40, patience=2, lr=0.05)
