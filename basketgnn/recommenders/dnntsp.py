@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from basketgnn.data.split import Instances
 from basketgnn.errors import UserError
 from basketgnn.graph.cooccurrence import build_user_graphs
 from basketgnn.models.dnntsp import DNNTSP, DNNTSPConfig
+from basketgnn.models.neighbours import fuse_neighbours
 from basketgnn.train.checkpoint import load_checkpoint
 from basketgnn.train.trainer import TrainResult, score_graphs, setup_torch, train_dnntsp
 
@@ -71,15 +73,18 @@ class DNNTSPRecommender:
                 "align the data to the model's catalogue first (BasketData.aligned_to)"
             )
         device = setup_torch(self.config)
-        graphs = build_user_graphs(data, instances, with_targets=False)
         pool = self.model.neighbour_pool
         if pool is None:
+            graphs = build_user_graphs(data, instances, with_targets=False)
             return score_graphs(self.model, graphs, device)
-        neighbours = pool.scores(data, instances)
-        return score_graphs(
-            self.model, graphs, device,
-            neighbours=neighbours, neighbour_weight=self.model.neighbour_weight,
-        )
+        # The neighbour search (mostly single-threaded numpy / sparse products, which release
+        # the GIL) runs beside the model's scoring; deterministic either way.
+        with ThreadPoolExecutor(max_workers=1) as pool_thread:
+            search = pool_thread.submit(pool.scores, data, instances)
+            graphs = build_user_graphs(data, instances, with_targets=False)
+            logits = score_graphs(self.model, graphs, device)
+            neighbours = search.result()
+        return fuse_neighbours(logits, neighbours, self.model.neighbour_weight)
 
     def params(self) -> dict[str, Any]:
         p: dict[str, Any] = self.config.model_dump()

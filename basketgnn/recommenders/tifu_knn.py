@@ -200,7 +200,8 @@ class NeighbourIndex:
         query_row, slot = np.nonzero(valid)
         # Averaging weights as a dense [n_train, c] block: mean = (Vᵀ W)ᵀ with V sparse.
         weights = np.zeros((self.vectors.n_rows, c), dtype=self.dtype)
-        np.add.at(weights, (neighbours[query_row, slot], query_row), 1.0 / count[query_row])
+        # A row's neighbours are distinct, so plain assignment (no np.add.at) is exact.
+        weights[neighbours[query_row, slot], query_row] = 1.0 / count[query_row]
         return torch.sparse.mm(self._matrix_t, torch.from_numpy(weights)).numpy().T
 
 

@@ -35,7 +35,7 @@ from basketgnn.graph.cooccurrence import UserGraphs, build_user_graphs
 from basketgnn.io_utils import atomic_path, write_text
 from basketgnn.metrics import KS, ranking_metrics, top_k
 from basketgnn.models.dnntsp import DNNTSP, DNNTSPConfig
-from basketgnn.models.neighbours import NeighbourPool, NeighbourScores, fuse_neighbours
+from basketgnn.models.neighbours import NeighbourPool, fuse_neighbours
 from basketgnn.train.checkpoint import save_checkpoint
 from basketgnn.train.losses import compute_loss, multi_hot
 
@@ -74,25 +74,18 @@ def length_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generato
 
 @torch.no_grad()
 def score_graphs(
-    model: DNNTSP,
-    graphs: UserGraphs,
-    device: torch.device,
-    batch_size: int = 256,
-    neighbours: NeighbourScores | None = None,
-    neighbour_weight: float = 0.0,
+    model: DNNTSP, graphs: UserGraphs, device: torch.device, batch_size: int = 256
 ) -> np.ndarray:
-    """Ranking scores of every item for every instance of ``graphs``: the model's scores, or
-    with ``neighbours`` sigmoid(score) + neighbour_weight · n (models.neighbours).
+    """The model's scores of every item for every instance of ``graphs`` (logits; the ranking
+    with neighbour scores is made from them by ``models.neighbours.fuse_neighbours``).
 
-    Shapes: -> [len(graphs), I] float32 (float64 with neighbours, see fuse_neighbours).
+    Shapes: -> [len(graphs), I] float32.
     """
     model.eval()
     out = np.zeros((len(graphs), model.num_items), dtype=np.float32)
     for idx in length_batches(graphs.n_history, batch_size, None):
         batch = graphs.collate(idx, with_targets=False).to(device)
         out[idx] = model(batch).float().cpu().numpy()
-    if neighbours is not None:
-        out = fuse_neighbours(out, neighbours, neighbour_weight)
     return out
 
 
