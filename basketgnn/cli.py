@@ -329,14 +329,8 @@ def train(
     # The exact split travels with the checkpoint, so evaluation never sees training users.
     save_split(sp, dataset, out / "split.json")
     stamp_checkpoint(out / "best.pt", data, str((out / "split.json").resolve()))
-    choice = rec.result.neighbours
-    if choice is not None:
-        console.print(
-            f"neighbour scores: weight {choice['weight']} with {choice['k']} neighbours"
-            if choice["weight"] > 0
-            else "neighbour scores: off (weight 0 ranked best on the validation customers)",
-            highlight=False,
-        )
+    if rec.result.neighbours is not None:
+        console.print(_neighbour_line(rec.result.neighbours), highlight=False)
     metrics, _ = evaluate_model(rec, dataset, sp["validate"])
     k = _first_k(metrics)
     console.print(
@@ -344,6 +338,13 @@ def train(
         f"({rec.result.seconds:.0f}s); validation recall@{k} {metrics[f'recall@{k}']:.4f} "
         f"ndcg@{k} {metrics[f'ndcg@{k}']:.4f}; checkpoint {out / 'best.pt'}"
     )
+
+
+def _neighbour_line(choice: dict[str, Any]) -> str:
+    """What validation chose for the neighbour scores (train.trainer.choose_neighbours)."""
+    if choice["weight"] > 0:
+        return f"neighbour scores: weight {choice['weight']} with {choice['k']} neighbours"
+    return "neighbour scores: off (weight 0 ranked best on the validation customers)"
 
 
 def _first_k(metrics: dict[str, Any], prefix: str = "") -> int:
@@ -577,6 +578,8 @@ def demo(
         f"   best epoch {dnntsp.result.best_epoch} of {dnntsp.result.epochs_run} "
         f"({timing['fit']:.0f}s)"
     )
+    if dnntsp.result.neighbours is not None:
+        console.print(f"   {_neighbour_line(dnntsp.result.neighbours)}", highlight=False)
     records.append(
         result_record(dnntsp, str(out / "data"), sp, "test", metrics, timing, len(sp["test"]))
     )

@@ -73,11 +73,12 @@ def test_recommend_writes_top_k_for_every_customer(monkeypatch, capsys, trained,
     assert (recs.groupby("customer_id")["score"].diff().dropna() <= 0).all()
 
 
-def test_demo_publishes_metrics_and_recommendations_together(tmp_path, log_csv):  # noqa: F811
+def test_demo_publishes_metrics_and_recommendations_together(tmp_path, log_csv, capsys):  # noqa: F811
     config = tmp_path / "tiny.yaml"
     config.write_text("embed_dim: 8\nepochs: 2\n")
     out = tmp_path / "demo"
     _main("demo", "--out", str(out), "--log", str(log_csv), "--config", str(config), "--no-progress")
+    assert "neighbour scores: " in capsys.readouterr().out  # the validation choice is shown
     names = {p.name for p in out.iterdir()}
     assert {"metrics.json", "recommendations.parquet", "recommendations.csv", "data", "dnntsp"} == names
     records = json.loads((out / "metrics.json").read_text())
