@@ -24,7 +24,8 @@ Each line of ``results.jsonl`` holds::
     config_hash,
     split (name of the split used), metrics (every metric of evaluate_model on the test part;
     null where undefined), train_s, score_s, best_epoch, epochs_run (null for baselines),
-    finished_at (UTC, ISO 8601)
+    neighbours ({k, weight} chosen on validation; null for baselines and neighbour_weight 0;
+    absent in lines written before it was recorded), finished_at (UTC, ISO 8601)
 
 Tables and charts are made from these lines only, so they can be regenerated at any time.
 """
@@ -516,6 +517,7 @@ def _execute(grid: Grid, run: Run, data: BasketData, split: Split) -> dict[str, 
     """Train on the split's train part (validate chooses epochs / tuning), test on test."""
     best_epoch: int | None = None
     epochs_run: int | None = None
+    neighbours: dict[str, Any] | None = None
     model: Recommender = (
         DNNTSPRecommender(DNNTSPConfig(**run.config))
         if run.kind == "dnntsp"
@@ -526,6 +528,8 @@ def _execute(grid: Grid, run: Run, data: BasketData, split: Split) -> dict[str, 
         config: dict[str, Any] = run.config
         if model.result is not None:
             best_epoch, epochs_run = model.result.best_epoch, model.result.epochs_run
+            choice = model.result.neighbours  # what validation chose (None: switched off)
+            neighbours = None if choice is None else {"k": choice["k"], "weight": choice["weight"]}
     else:
         # The fitted parameters: for TIFU-KNN they include what validation tuning chose.
         config = model.params()
@@ -545,6 +549,7 @@ def _execute(grid: Grid, run: Run, data: BasketData, split: Split) -> dict[str, 
         "score_s": round(timing["score"], 3),
         "best_epoch": best_epoch,
         "epochs_run": epochs_run,
+        "neighbours": neighbours,
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
 

@@ -27,7 +27,7 @@ from basketgnn.recommenders.dnntsp import DNNTSPRecommender
 
 RECORD_KEYS = {
     "dataset", "data_path", "data_hash", "variant", "kind", "seed", "config", "config_hash", "split",
-    "metrics", "train_s", "score_s", "best_epoch", "epochs_run", "finished_at",
+    "metrics", "train_s", "score_s", "best_epoch", "epochs_run", "neighbours", "finished_at",
 }  # fmt: skip
 TABLE_METRICS = ["recall@10", "ndcg@10", "phr@10", "recall@20"]
 
@@ -101,8 +101,9 @@ def test_grid_writes_one_line_per_run_and_skips_finished_runs(tmp_path, dataset,
             assert r["config"]["gcn"] == (r["variant"] == "full")
             assert r["config"]["seed"] == r["seed"] and r["config"]["epochs"] == 2
             assert 1 <= r["best_epoch"] <= r["epochs_run"] <= 2
+            assert set(r["neighbours"]) == {"k", "weight"}  # the validation choice (auto)
         else:
-            assert r["best_epoch"] is None and r["epochs_run"] is None
+            assert r["best_epoch"] is None and r["epochs_run"] is None and r["neighbours"] is None
     # One hash per setting: the seeds of a variant share it (the seed is its own key part).
     assert len({(r["variant"], r["config_hash"]) for r in rows}) == 3
     assert len({r["config_hash"] for r in rows}) == 3
