@@ -59,6 +59,11 @@ class NeighbourScores:
     def __len__(self) -> int:
         return len(self.offsets) - 1
 
+    def rows(self, start: int, stop: int) -> NeighbourScores:
+        """Instances start..stop-1 as their own NeighbourScores."""
+        lo, hi = self.offsets[start], self.offsets[stop]
+        return NeighbourScores(self.offsets[start : stop + 1] - lo, self.items[lo:hi], self.values[lo:hi])
+
 
 class NeighbourPool:
     """The training customers' TIFU vectors, searchable for each query's nearest customers.

@@ -35,7 +35,7 @@ from basketgnn.graph.cooccurrence import UserGraphs, build_user_graphs
 from basketgnn.io_utils import atomic_path, write_text
 from basketgnn.metrics import KS, ranking_metrics, top_k
 from basketgnn.models.dnntsp import DNNTSP, DNNTSPConfig
-from basketgnn.models.neighbours import NeighbourPool, fuse_neighbours
+from basketgnn.models.neighbours import NeighbourPool, NeighbourScores, fuse_neighbours
 from basketgnn.train.checkpoint import save_checkpoint
 from basketgnn.train.losses import compute_loss, multi_hot
 
@@ -250,6 +250,7 @@ def train_dnntsp(
 #: Weights and neighbour counts tried when DNNTSPConfig asks for "auto".
 NEIGHBOUR_WEIGHTS: tuple[float, ...] = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5)
 NEIGHBOUR_KS: tuple[int, ...] = (100, 300)
+_FUSE_CHUNK = 2048  # validation rows fused at a time (memory: chunk x I float64)
 #: The validation metrics whose mean picks the weight (at the usable cut-offs among 10, 20).
 NEIGHBOUR_CRITERION: tuple[str, ...] = ("recall", "ndcg", "phr")
 
@@ -279,8 +280,16 @@ def choose_neighbours(
     targets = data.targets(validate.users, validate.n_history)
     cuts = usable_ks((10, 20), data.n_items)
 
-    def criterion(scores: np.ndarray) -> float:
-        m = ranking_metrics(top_k(scores, max(cuts)), targets.values, targets.offsets, data.n_items, ks=cuts)
+    def criterion(neighbours: NeighbourScores | None, w: float) -> float:
+        # Fused scores are made chunk by chunk: [chunk, I] float64, never [n_val, I].
+        ranked = np.empty((len(logits), max(cuts)), dtype=np.int64)
+        for start in range(0, len(logits), _FUSE_CHUNK):
+            stop = min(start + _FUSE_CHUNK, len(logits))
+            scores = logits[start:stop]
+            if neighbours is not None and w > 0:
+                scores = fuse_neighbours(scores, neighbours.rows(start, stop), w)
+            ranked[start:stop] = top_k(scores, max(cuts))
+        m = ranking_metrics(ranked, targets.values, targets.offsets, data.n_items, ks=cuts)
         return float(np.mean([m[f"{name}@{k}"] for name in NEIGHBOUR_CRITERION for k in cuts]))
 
     grid: list[dict[str, Any]] = []
@@ -289,7 +298,7 @@ def choose_neighbours(
         pools[k] = NeighbourPool.build(data, train, k=k, top=config.neighbour_top)
         neighbours = pools[k].scores(data, validate)
         for w in weights:
-            value = criterion(logits if w == 0 else fuse_neighbours(logits, neighbours, w))
+            value = criterion(neighbours, w)
             grid.append({"k": k, "weight": w, "validation_criterion": round(value, 6)})
     best = max(grid, key=lambda g: (g["validation_criterion"], -g["weight"], -g["k"]))
     if best["weight"] > 0:

@@ -176,3 +176,20 @@ def test_weight_zero_checkpoint_has_no_pool(tmp_path):
     assert "neighbours" not in state and "neighbour_choice" not in state
     loaded = DNNTSPRecommender.from_checkpoint(tmp_path / "best.pt")
     assert loaded.model.neighbour_pool is None
+
+
+def test_rows_slice_and_chunked_choice_agree(monkeypatch):
+    s = NeighbourScores(np.array([0, 2, 2, 5]), np.array([1, 4, 0, 2, 3]), np.arange(1, 6, dtype=np.float32))
+    part = s.rows(1, 3)
+    np.testing.assert_array_equal(part.offsets, [0, 0, 3])
+    np.testing.assert_array_equal(part.items, [0, 2, 3])
+    # The validation grid is the same whether fused in one chunk or in chunks of 7 rows.
+    import basketgnn.train.trainer as trainer
+
+    data = random_data(8, n_users=60)
+    sp = make_split(data, "temporal")
+    whole = DNNTSPRecommender(DNNTSPConfig(epochs=1, embed_dim=8)).fit(data, sp["train"], sp["validate"])
+    monkeypatch.setattr(trainer, "_FUSE_CHUNK", 7)
+    chunked = DNNTSPRecommender(DNNTSPConfig(epochs=1, embed_dim=8)).fit(data, sp["train"], sp["validate"])
+    assert whole.result.neighbours["grid"] == chunked.result.neighbours["grid"]
+    assert len(sp["validate"]) > 7
