@@ -29,6 +29,7 @@ Shapes in this module: n query instances, P pool customers, I items.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,38 +119,50 @@ class NeighbourPool:
         found = self._ids[pos] == ids
         return np.where(found, pos, -1).astype(np.int64)
 
-    def scores(
-        self, data: BasketData, instances: Instances, customer_ids: np.ndarray | None = None
-    ) -> NeighbourScores:
-        """Kept neighbour scores of every instance, from its history baskets only.
+    def scores(self, data: BasketData, instances: Instances) -> NeighbourScores:
+        """Kept neighbour scores of every instance, from its history baskets only; rows with
+        the instance's own customer id (``data.user_ids``) are never its neighbours."""
+        return self.scores_by_k(data, instances, (self.k,))[self.k]
 
-        ``customer_ids`` [n] overrides ``data.user_ids[instances.users]`` as the ids excluded
-        from each query's neighbours (e.g. a history typed in by hand belongs to nobody).
-        """
+    def scores_by_k(
+        self, data: BasketData, instances: Instances, ks: tuple[int, ...]
+    ) -> dict[int, NeighbourScores]:
+        """:meth:`scores` for several neighbour counts at once: the nearest max(ks) pool rows
+        are found once and each k averages its nearest prefix (as TIFU-KNN's tuning does)."""
         if data.n_items != self.vectors.n_cols:
             raise ValueError(f"pool has {self.vectors.n_cols} items but the data {data.n_items}")
         n = len(instances)
         own = customer_vectors(
             data.histories(instances.users, instances.n_history), data.n_items, self.m, self.r_b, self.r_g
         )
-        ids = data.user_ids[instances.users] if customer_ids is None else customer_ids
-        codes = self.query_codes(ids)
+        codes = self.query_codes(data.user_ids[instances.users])
         top = min(self.top, data.n_items)
-        lengths = np.zeros(n, dtype=np.int64)
-        items, values = [], []
-        for rows, _, nbrs in query_chunks(self._index, own, codes, self.k):
-            mean = self._index.mean(nbrs)  # [c, I] float32
-            keep = _top_entries(mean, top) & (mean > 0)  # [c, I]
-            peak = mean.max(axis=1, keepdims=True)  # [c, 1]
-            r, i = np.nonzero(keep)  # row-major: each row's items ascending
-            lengths[rows] = np.bincount(r, minlength=keep.shape[0])
-            items.append(i)
-            values.append((mean[r, i] / peak[r, 0]).astype(np.float32))
-        return NeighbourScores(
-            _offsets(lengths),
-            np.concatenate(items) if items else np.zeros(0, np.int64),
-            np.concatenate(values) if values else np.zeros(0, np.float32),
-        )
+        lengths = {k: np.zeros(n, dtype=np.int64) for k in ks}
+        items: dict[int, list[np.ndarray]] = {k: [] for k in ks}
+        values: dict[int, list[np.ndarray]] = {k: [] for k in ks}
+        for rows, _, nbrs in query_chunks(self._index, own, codes, max(ks)):
+            for k in ks:
+                mean = self._index.mean(nbrs[:, :k])  # [c, I] float32
+                keep = _top_entries(mean, top) & (mean > 0)  # [c, I]
+                peak = mean.max(axis=1, keepdims=True)  # [c, 1]
+                r, i = np.nonzero(keep)  # row-major: each row's items ascending
+                lengths[k][rows] = np.bincount(r, minlength=keep.shape[0])
+                items[k].append(i)
+                values[k].append((mean[r, i] / peak[r, 0]).astype(np.float32))
+        return {
+            k: NeighbourScores(
+                _offsets(lengths[k]),
+                np.concatenate(items[k]) if items[k] else np.zeros(0, np.int64),
+                np.concatenate(values[k]) if values[k] else np.zeros(0, np.float32),
+            )
+            for k in ks
+        }
+
+    def with_k(self, k: int) -> NeighbourPool:
+        """The same pool averaging ``k`` neighbours."""
+        out = copy.copy(self)
+        out.k = int(k)
+        return out
 
     def state(self) -> dict[str, Any]:
         """Plain arrays and numbers for a checkpoint (see :meth:`from_state`)."""

@@ -91,7 +91,7 @@ class DNNTSPRecommender:
         if self.result is not None:
             p.update(best_epoch=self.result.best_epoch, epochs_run=self.result.epochs_run)
         if self.model is not None:
-            pool = self.model.neighbour_pool
-            p.update(neighbour_weight_used=self.model.neighbour_weight if pool is not None else 0.0,
+            pool = self.model.neighbour_pool  # None: neighbour_weight stays 0
+            p.update(neighbour_weight_used=self.model.neighbour_weight,
                      neighbour_k_used=pool.k if pool is not None else None)
         return p

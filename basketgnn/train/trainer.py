@@ -280,29 +280,28 @@ def choose_neighbours(
     targets = data.targets(validate.users, validate.n_history)
     cuts = usable_ks((10, 20), data.n_items)
 
-    def criterion(neighbours: NeighbourScores | None, w: float) -> float:
+    def criterion(neighbours: NeighbourScores, w: float) -> float:
         # Fused scores are made chunk by chunk: [chunk, I] float64, never [n_val, I].
         ranked = np.empty((len(logits), max(cuts)), dtype=np.int64)
         for start in range(0, len(logits), _FUSE_CHUNK):
             stop = min(start + _FUSE_CHUNK, len(logits))
             scores = logits[start:stop]
-            if neighbours is not None and w > 0:
+            if w > 0:
                 scores = fuse_neighbours(scores, neighbours.rows(start, stop), w)
             ranked[start:stop] = top_k(scores, max(cuts))
         m = ranking_metrics(ranked, targets.values, targets.offsets, data.n_items, ks=cuts)
         return float(np.mean([m[f"{name}@{k}"] for name in NEIGHBOUR_CRITERION for k in cuts]))
 
-    grid: list[dict[str, Any]] = []
-    pools: dict[int, NeighbourPool] = {}
-    for k in ks_nbr:
-        pools[k] = NeighbourPool.build(data, train, k=k, top=config.neighbour_top)
-        neighbours = pools[k].scores(data, validate)
-        for w in weights:
-            value = criterion(neighbours, w)
-            grid.append({"k": k, "weight": w, "validation_criterion": round(value, 6)})
+    pool = NeighbourPool.build(data, train, k=max(ks_nbr), top=config.neighbour_top)
+    by_k = pool.scores_by_k(data, validate, ks_nbr)  # one search for every k
+    grid = [
+        {"k": k, "weight": w, "validation_criterion": round(criterion(by_k[k], w), 6)}
+        for k in ks_nbr
+        for w in weights
+    ]
     best = max(grid, key=lambda g: (g["validation_criterion"], -g["weight"], -g["k"]))
     if best["weight"] > 0:
-        model.neighbour_pool = pools[best["k"]]
+        model.neighbour_pool = pool.with_k(best["k"])
         model.neighbour_weight = best["weight"]
     # With weight 0 the neighbours are not used, so no k was chosen.
     return {"k": best["k"] if best["weight"] > 0 else None, "weight": best["weight"], "grid": grid}

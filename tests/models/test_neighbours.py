@@ -193,3 +193,21 @@ def test_rows_slice_and_chunked_choice_agree(monkeypatch):
     chunked = DNNTSPRecommender(DNNTSPConfig(epochs=1, embed_dim=8)).fit(data, sp["train"], sp["validate"])
     assert whole.result.neighbours["grid"] == chunked.result.neighbours["grid"]
     assert len(sp["validate"]) > 7
+
+
+def test_one_search_for_several_k_equals_one_search_each():
+    data = random_data(0)
+    n = data.n_baskets_per_user
+    train = Instances(np.arange(30), n[:30] - 1)
+    query = Instances(np.arange(30, 40), n[30:40] - 1)
+    for k in (3, 5):  # distinct k-th distances, so the nearest prefix is unambiguous
+        assert reference_scores(data, train, query, k, 3, 1.0, 0.7, 0.0)[1] > 1e-9
+    pool = NeighbourPool.build(data, train, k=5, top=30)
+    by_k = pool.scores_by_k(data, query, (3, 5))
+    for k in (3, 5):
+        alone = pool.with_k(k).scores(data, query)
+        np.testing.assert_array_equal(by_k[k].offsets, alone.offsets)
+        np.testing.assert_array_equal(by_k[k].items, alone.items)
+        np.testing.assert_allclose(by_k[k].values, alone.values, rtol=1e-6)
+    assert not np.array_equal(dense(by_k[3], data.n_items), dense(by_k[5], data.n_items))
+    assert pool.k == 5 and pool.with_k(3).k == 3
