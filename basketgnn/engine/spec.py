@@ -1,0 +1,67 @@
+"""The contract between a trainable model and the one training engine.
+
+A neural model is one folder under ``basketgnn/models/<name>/`` that builds a :class:`ModelSpec`
+and registers it (``basketgnn.registry``). The engine (``basketgnn/engine/``) owns everything
+else: devices, batching order, the optimiser, early stopping, resume, checkpoints, logs, DDP.
+
+The pieces a model supplies:
+
+* ``config_cls``: a pydantic model of its options. It subclasses
+  :class:`basketgnn.engine.options.TrainOptions`, so every
+  model has the same training options (lr, epochs, patience, seed, device, ...) under the same
+  names; model options are added beside them.
+* ``build(n_items, config) -> nn.Module``: a plain module whose ``forward(batch)`` returns
+  scores of every catalogue item, shape [B, n_items] (higher = more likely next).
+* ``batches(data, instances, config, with_targets) -> BatchSource``: what the module reads.
+  ``BatchSource.lengths`` [n] orders instances into batches of similar length;
+  ``collate(idx, with_targets)`` returns a batch with ``.to(device)`` and, when
+  ``with_targets``, ``target_items`` [nnz] / ``target_offsets`` [B + 1] (CSR of the target
+  baskets, catalogue indices).
+* ``loss(module, batch, scores, config) -> scalar``: optional; the default is the multi-label
+  loss named by ``config.loss`` against the target baskets. Models with their own training
+  objective (BERT4Rec's Cloze task) supply one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from torch import nn
+
+from basketgnn.data.dataset import BasketData
+from basketgnn.data.split import Instances
+from basketgnn.engine.options import TrainOptions
+
+
+class Batch(Protocol):
+    target_items: torch.Tensor | None
+    target_offsets: torch.Tensor | None
+
+    def to(self, device: torch.device | str) -> Batch: ...
+
+
+class BatchSource(Protocol):
+    """The model's view of a set of instances; ``lengths`` [n] (history lengths) for bucketing."""
+
+    @property
+    def lengths(self) -> np.ndarray: ...
+
+    def __len__(self) -> int: ...
+
+    def collate(self, idx: np.ndarray, with_targets: bool = True) -> Batch: ...
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Everything the engine needs to train, checkpoint and score one kind of neural model."""
+
+    name: str
+    description: str  # one line, shown in `basketgnn train --help` and the model table
+    config_cls: type[TrainOptions]
+    build: Callable[[int, Any], nn.Module]
+    batches: Callable[[BasketData, Instances, Any, bool], BatchSource]
+    loss: Callable[[nn.Module, Batch, torch.Tensor, Any], torch.Tensor] | None = None
