@@ -7,15 +7,19 @@ from __future__ import annotations
 import json
 import random
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from basketgnn.cli import main
 from basketgnn.data.dataset import PARTS
 from basketgnn.data.ingest import read_dnntsp_json
 from basketgnn.errors import UserError
+
+# tests/ has no __init__.py: the CLI runner of the DNNTSP command tests, next to this folder.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from test_cli_dnntsp import _main  # noqa: E402
 
 
 def _repeated_keys(n_per_part: dict[str, int], seed: int = 0) -> dict[str, dict[str, list[list[int]]]]:
@@ -62,14 +66,6 @@ def test_a_key_repeated_within_one_part_is_an_error(tmp_path):
     path.write_text('{"train": {"u1": [[1], [2]], "u1": [[3], [4]]}, "validate": {}, "test": {}}')
     with pytest.raises(UserError, match=r"dup\.json: the key 'u1' appears twice in the same object"):
         read_dnntsp_json(path)
-
-
-def _main(*args: str) -> None:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(sys, "argv", ["basketgnn", *args])
-        with pytest.raises(SystemExit) as exc:
-            main()
-    assert (exc.value.code or 0) == 0, args
 
 
 def test_train_evaluate_predict_recommend_chain(tmp_path, capsys):
