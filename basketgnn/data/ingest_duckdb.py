@@ -67,7 +67,7 @@ from basketgnn.data.ingest import (
 )
 from basketgnn.errors import UserError
 
-# pandas' default NA strings (read_csv keep_default_na=True), so both paths see the same nulls.
+# pandas' default NA strings (read_csv keep_default_na=True), as basketgnn has always read them.
 _NA_STRINGS = (
     "", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
     "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null",
@@ -98,8 +98,9 @@ def prepare_log_duckdb(
 ) -> BasketData:
     """Read a transaction log with DuckDB and build the prepared dataset, out of core.
 
-    Same result and errors as :func:`basketgnn.data.ingest.prepare_log` (see the module
-    docstring for the few differences), with ``meta["engine"] = "duckdb"``. ``memory_limit``
+    What :func:`basketgnn.data.ingest.prepare_log` runs; ``meta["engine"] = "duckdb"``.
+    On the options they share it gives the pandas test oracle's dataset, report and messages
+    (tests/data/pandas_oracle.py, which lists where they differ). ``memory_limit``
     (a DuckDB size such as "512MB") caps DuckDB's memory; what does not fit is spilled to a
     temporary folder created in ``temp_dir`` (default: the system's temporary folder) and removed
     afterwards. ``threads`` is the number of DuckDB worker threads.
