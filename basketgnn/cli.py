@@ -451,7 +451,11 @@ def predict(
         rec, dataset, _ = _checkpoint_and_data(checkpoint, data, device)
         index = dataset.user_index()
         if user not in index:
-            raise UserError(f"Customer {user!r} is not in the data; check the id.")
+            hint = ""
+            if dataset.meta.get("user_ids_prefixed_with_part"):  # see read_dnntsp_json
+                hint = (f" This DNNTSP file repeats user keys across its parts, so its ids are "
+                        f"'<part>:<key>', e.g. {str(dataset.user_ids[0])!r}.")  # fmt: skip
+            raise UserError(f"Customer {user!r} is not in the data; check the id.{hint}")
         u = index[user]
         n_hist = int(dataset.n_baskets_per_user[u])
     else:

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from basketgnn.cli import main
 from basketgnn.data.dataset import PARTS
 from basketgnn.data.ingest import read_dnntsp_json
 from basketgnn.errors import UserError
@@ -89,6 +90,14 @@ def test_train_evaluate_predict_recommend_chain(tmp_path, capsys):
     # validate:user3 is a different customer from train:user3 / test:user3: its own history.
     n_baskets = len(_repeated_keys({"train": 40, "validate": 12, "test": 12})["validate"]["user3"])
     assert f"next basket ({n_baskets} past baskets)" in shown
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sys, "argv", ["basketgnn", "predict", "--checkpoint", str(out / "best.pt"),
+                                 "--user", "user3"])  # fmt: skip
+        with pytest.raises(SystemExit) as exc:
+            main()
+    assert exc.value.code == 2
+    assert "ids are '<part>:<key>', e.g. 'train:user0'" in " ".join(capsys.readouterr().err.split())
 
     recs_path = tmp_path / "recs.csv"
     _main("recommend", "--checkpoint", str(out / "best.pt"), "--out", str(recs_path), "--k", "2")
