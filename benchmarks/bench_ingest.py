@@ -37,6 +37,8 @@ EXPORT_OPTIONS = {"where": "item_id NOT IN ('I0000', 'I0001')", "max_basket_item
 # Runs in the child process: argv = code dir, MODULE:FUNCTION, log, out folder, options JSON.
 CHILD = """
 import importlib, json, sys
+import basketgnn
+assert basketgnn.__file__.startswith(sys.argv[1]), (basketgnn.__file__, sys.argv[1])
 module, function = sys.argv[2].split(":")
 prepare = getattr(importlib.import_module(module), function)
 options = json.loads(sys.argv[5])
@@ -50,7 +52,7 @@ data.save(sys.argv[4])
 
 
 def _commit(code: Path) -> str:
-    out = subprocess.run(["git", "-C", str(code), "rev-parse", "--short", "HEAD"],
+    out = subprocess.run(["git", "-C", str(code), "describe", "--always", "--dirty", "--abbrev=7"],
                          capture_output=True, text=True)  # fmt: skip
     return out.stdout.strip() or "unknown"
 
@@ -74,12 +76,13 @@ def main() -> None:
         write_log(df, log)
         rows = len(df)
         del df
-        cmd = [sys.executable, "-c", CHILD, str(args.code), args.call, str(log),
+        cmd = [sys.executable, "-c", CHILD, str(args.code.resolve()), args.call, str(log),
                str(Path(tmp) / "ds"), json.dumps(options)]  # fmt: skip
         env = {**os.environ, "PYTHONPATH": str(args.code.resolve())}
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        subprocess.run(cmd, check=True, env=env)
+        # Run from DIR: `python -c` puts the working folder first on sys.path.
+        subprocess.run(cmd, check=True, env=env, cwd=args.code)
         wall = time.perf_counter() - t0
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         report = json.loads((Path(tmp) / "ds" / "meta.json").read_text()).get("report", {})
