@@ -151,7 +151,7 @@ def prepare(
         int | None,
         typer.Option(
             help="Cap every basket at its N most popular items (popularity over the whole log); "
-            "the baskets capped and items dropped are counted. Default: no cap."
+            "the baskets capped and items dropped are counted. 0 or left out: no cap."
         ),
     ] = DEFAULT_MAX_BASKET_ITEMS,
     time_format: Annotated[
@@ -229,7 +229,7 @@ def prepare(
                 on_bad_rows=on_bad_rows,  # type: ignore[arg-type]
                 where=where,
                 keep_returns=keep_returns,
-                max_basket_items=max_basket_items,
+                max_basket_items=max_basket_items or None,
                 time_format=time_format,
             ),
         )

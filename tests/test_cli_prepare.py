@@ -54,7 +54,7 @@ def test_export_options_are_applied_counted_and_reported(monkeypatch, capsys, ex
     [
         (["--where", "StockCode NOT IN ('POST'"], r"--where \"StockCode NOT IN \('POST'\" is not usable: Parser Error"),
         (["--where", "Price > 1"], r"--where 'Price > 1' is not usable: Binder Error.*Price"),
-        (["--max-basket-items", "0"], r"--max-basket-items must be at least 1"),
+        (["--max-basket-items", "-1"], r"--max-basket-items must be at least 1"),
         (["--time-format", "%Q"], r"--time-format '%Q' is not a strptime format"),
         (["--quantity-col", "Qty"], r"missing column\(s\) 'Qty'.*--quantity-col for 'Qty'"),
     ],
@@ -80,6 +80,14 @@ def test_bad_quantity_exits_2(monkeypatch, capsys, tmp_path):
     assert code == 2
     assert "export.csv row 5 (Quantity='three')" in " ".join(err.split())
     assert not (tmp_path / "o").exists()
+
+
+def test_max_basket_items_0_is_no_cap(monkeypatch, capsys, export_csv, tmp_path):
+    code, _, err = run(monkeypatch, capsys, "prepare", str(export_csv), "--out", str(tmp_path / "ds"),
+                       *EXPORT_FLAGS, "--on-bad-rows", "skip", "--max-basket-items", "0")  # fmt: skip
+    assert code == 0, err
+    meta = json.loads((tmp_path / "ds" / "meta.json").read_text())
+    assert meta["options"]["max_basket_items"] is None and "baskets_capped" not in meta["report"]
 
 
 def test_log_options_are_refused_for_a_dnntsp_json(monkeypatch, capsys, tmp_path):
