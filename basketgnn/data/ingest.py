@@ -140,9 +140,14 @@ def bad_rows_error(problems: list[str]) -> UserError:
 TIME_RANGE = ("1677-09-22", "2262-04-11")
 
 
-def unparsable_time(column: str) -> str:
+def unparsable_time(column: str, time_format: str | None = None) -> str:
     """The bad-rows problem of timestamps that cannot be read as a date."""
-    return f"an unparsable timestamp in {column!r}"
+    if time_format is not None:
+        return f"a timestamp in {column!r} not in --time-format {time_format!r} (unparsable)"
+    return (
+        f"an unparsable timestamp in {column!r} (dates are read as ISO, e.g. 2024-01-31 13:45; "
+        "name other spellings with --time-format, e.g. '%m/%d/%Y %H:%M')"
+    )
 
 
 def time_out_of_range(column: str) -> str:

@@ -401,7 +401,8 @@ def _validate(
     if columns.timestamp:
         out_of_range = _time_out_of_range(ts_typed, iso_text=options.time_format is None)
         checks.append((f"t IS NULL AND NOT coalesce({out_of_range}, FALSE)", "ts_raw",
-                       columns.timestamp, unparsable_time(columns.timestamp)))  # fmt: skip
+                       columns.timestamp,
+                       unparsable_time(columns.timestamp, options.time_format)))  # fmt: skip
         checks.append((out_of_range, "ts_raw", columns.timestamp,
                        time_out_of_range(columns.timestamp)))  # fmt: skip
     if columns.basket:

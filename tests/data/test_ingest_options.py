@@ -246,7 +246,7 @@ def test_time_format_reads_us_dates(tmp_path):
 def test_time_format_mismatch_is_a_bad_row_and_a_bad_format_an_error(tmp_path):
     rows = [["c", "b1", "12/1/2010 8:26", "x"], ["c", "b2", "2010-12-02", "y"]]
     path = write_csv(tmp_path, rows)
-    with pytest.raises(UserError, match=r"unparsable timestamp in 'timestamp'.*row 2 \(timestamp='2010-12-02'\)"):
+    with pytest.raises(UserError, match=r"a timestamp in 'timestamp' not in --time-format '%m/%d/%Y %H:%M' \(unparsable\).*row 2 \(timestamp='2010-12-02'\)"):
         prepare_log(path, options=PrepareOptions(time_format="%m/%d/%Y %H:%M"))
     with pytest.raises(UserError, match=r"--time-format '%Q' is not a strptime format"):
         prepare_log(path, options=PrepareOptions(time_format="%Q"))
