@@ -52,9 +52,14 @@ data.save(sys.argv[4])
 
 
 def _commit(code: Path) -> str:
-    out = subprocess.run(["git", "-C", str(code), "describe", "--always", "--dirty", "--abbrev=7"],
-                         capture_output=True, text=True)  # fmt: skip
-    return out.stdout.strip() or "unknown"
+    """The measured commit, "-dirty" when its package has uncommitted changes (the results file
+    this script appends to does not count)."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(code), *args], capture_output=True,
+                              text=True).stdout.strip()  # fmt: skip
+
+    commit = git("rev-parse", "--short=7", "HEAD") or "unknown"
+    return commit + ("-dirty" if git("status", "--porcelain", "--", "basketgnn") else "")
 
 
 def main() -> None:
