@@ -67,7 +67,7 @@ class PrepareOptions:
     max_baskets: int | None = None
     """Drop customers with more baskets than this."""
     on_bad_rows: Literal["error", "skip"] = "error"
-    """What to do with rows missing a customer/item or with an unparsable timestamp."""
+    """What to do with bad rows: a missing id, an unparsable timestamp, a bad quantity."""
     where: str | None = None
     """A DuckDB boolean expression over the log's columns; rows where it is not true are dropped."""
     keep_returns: bool = False
