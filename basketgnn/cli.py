@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from basketgnn.data.ingest import DEFAULT_MAX_BASKET_ITEMS
 from basketgnn.errors import UserError
 
 #: Customer id of a history typed into `predict --history` (never a real id: it holds a NUL).
@@ -74,7 +75,8 @@ def synth(
 # and is imported as published, so they have no meaning there.
 LOG_ONLY_OPTIONS = (
     "customer_col", "item_col", "basket_col", "time_col", "min_item_baskets", "min_baskets",
-    "max_baskets", "last_n", "on_bad_rows",
+    "max_baskets", "last_n", "on_bad_rows", "quantity_col", "keep_returns", "where",
+    "max_basket_items", "time_format",
 )  # fmt: skip
 
 
@@ -121,6 +123,44 @@ def prepare(
     on_bad_rows: Annotated[
         str, typer.Option(help="error: stop on a bad row; skip: drop bad rows and report them.")
     ] = "error",
+    quantity_col: Annotated[
+        str,
+        typer.Option(
+            help="Quantity column; rows with quantity <= 0 are returns or cancellations and are "
+            "excluded (and counted). '' (the default): no quantity column, every row is a "
+            "purchase."
+        ),
+    ] = "",
+    keep_returns: Annotated[
+        bool,
+        typer.Option(
+            "--keep-returns",
+            help="With --quantity-col: keep rows with quantity <= 0 as ordinary rows (the item "
+            "was in the basket) instead of excluding them; they are still counted.",
+        ),
+    ] = False,
+    where: Annotated[
+        str | None,
+        typer.Option(
+            help="DuckDB condition over the log's columns; rows where it is not true are dropped "
+            "(and counted). In a CSV every column is text. "
+            "E.g. `--where \"StockCode NOT IN ('POST', 'M', 'BANK CHARGES')\"`."
+        ),
+    ] = None,
+    max_basket_items: Annotated[
+        int | None,
+        typer.Option(
+            help="Cap every basket at its N most popular items (popularity over the whole log); "
+            "the baskets capped and items dropped are counted. 0 or left out: no cap."
+        ),
+    ] = DEFAULT_MAX_BASKET_ITEMS,
+    time_format: Annotated[
+        str | None,
+        typer.Option(
+            help="strptime format of the timestamps when they are not ISO "
+            "(2024-01-31 12:00:00), e.g. '%m/%d/%Y %H:%M' for 12/1/2010 8:26."
+        ),
+    ] = None,
     split_out: Annotated[
         Path | None,
         typer.Option(help="Also write a seeded random user split (JSON) to this file."),
@@ -135,9 +175,25 @@ def prepare(
     A DNNTSP .json split is imported as published: the column and filter options apply only to
     transaction logs and are refused with it.
 
+    Rows go through, in this order: `--where`, returns (`--quantity-col`), bad rows
+    (`--on-bad-rows`), duplicates in a basket, `--min-item-baskets`, `--max-basket-items`,
+    `--last-n`, `--min-baskets` / `--max-baskets`; meta.json counts what each step dropped.
+
     Example: `basketgnn prepare data/demo_transactions.csv --out runs/demo/data`
+
+    A retail export (returns as negative quantities, non-product codes, US dates):
+    `basketgnn prepare export/ --out runs/shop/data --customer-col CustomerID
+    --item-col StockCode --basket-col InvoiceNo --time-col InvoiceDate --quantity-col Quantity
+    --time-format '%m/%d/%Y %H:%M' --where "StockCode NOT IN ('POST', 'M', 'BANK CHARGES')"
+    --on-bad-rows skip`
     """
-    from basketgnn.data.ingest import Columns, PrepareOptions, prepare_log, read_dnntsp_json
+    from basketgnn.data.ingest import (
+        Columns,
+        PrepareOptions,
+        prepare_log,
+        read_dnntsp_json,
+        report_lines,
+    )
     from basketgnn.data.split import random_user_split, save_split
 
     if log.suffix == ".json" and (given := _given_options(ctx, LOG_ONLY_OPTIONS)):
@@ -163,6 +219,7 @@ def prepare(
                 item=item_col,
                 basket=basket_col or None,
                 timestamp=time_col or None,
+                quantity=quantity_col or None,
             ),
             PrepareOptions(
                 min_item_baskets=min_item_baskets,
@@ -170,6 +227,10 @@ def prepare(
                 min_baskets=min_baskets,
                 max_baskets=max_baskets,
                 on_bad_rows=on_bad_rows,  # type: ignore[arg-type]
+                where=where,
+                keep_returns=keep_returns,
+                max_basket_items=max_basket_items or None,
+                time_format=time_format,
             ),
         )
     data.save(out)
@@ -178,10 +239,13 @@ def prepare(
         f"prepared {out}: {data.n_users:,} customers, {data.n_items:,} items, "
         f"{data.n_baskets:,} baskets ({seconds:.2f}s)"
     )
-    skipped = data.meta.get("report", {}).get("rows_skipped")
+    report = data.meta.get("report", {})
+    if dropped := report_lines(report):
+        console.print("\n".join(f"  {line}" for line in dropped), highlight=False)
+    skipped = report.get("rows_skipped")
     if skipped:
         err_console.print(f"[yellow]skipped {skipped} bad row(s):[/] "
-                          + "; ".join(data.meta["report"]["skipped_because"]))
+                          + "; ".join(report["skipped_because"]))
     if split_out is not None:
         try:
             fractions = tuple(float(f) for f in split_fractions.split("/"))
@@ -387,7 +451,11 @@ def predict(
         rec, dataset, _ = _checkpoint_and_data(checkpoint, data, device)
         index = dataset.user_index()
         if user not in index:
-            raise UserError(f"Customer {user!r} is not in the data; check the id.")
+            hint = ""
+            if dataset.meta.get("user_ids_prefixed_with_part"):  # see read_dnntsp_json
+                hint = (f" This DNNTSP file repeats user keys across its parts, so its ids are "
+                        f"'<part>:<key>', e.g. {str(dataset.user_ids[0])!r}.")  # fmt: skip
+            raise UserError(f"Customer {user!r} is not in the data; check the id.{hint}")
         u = index[user]
         n_hist = int(dataset.n_baskets_per_user[u])
     else:

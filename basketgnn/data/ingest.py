@@ -1,10 +1,27 @@
-"""Transaction logs (CSV / Parquet, a file or a folder) -> :class:`BasketData`.
+"""Transaction logs (CSV / Parquet, a file or a folder) and DNNTSP JSON -> :class:`BasketData`.
 
 One row of a log is one item bought by one customer in one basket. A basket is identified by a
 basket-id column, or by (customer, timestamp) when there is none. Baskets are ordered by time
 (their earliest timestamp) or, without a timestamp column, by basket id (numerically when every
-id is a number). Items are de-duplicated within a basket; a quantity column is accepted and
-ignored for membership. The DNNTSP JSON splits are imported by :func:`read_dnntsp_json`.
+id is a number). Items are de-duplicated within a basket.
+
+What happens to a log's rows, in this order (every count lands in ``meta["report"]``):
+
+1. ``where``: rows for which the SQL condition is not true are dropped (``rows_dropped_where``);
+2. returns: with a quantity column, rows whose quantity is <= 0 are excluded
+   (``returns_excluded``), or kept as ordinary rows with ``keep_returns`` (``returns_kept``);
+3. bad rows (no customer / item / basket id, unparsable timestamp, missing or non-numeric
+   quantity) stop the run, or are skipped with ``on_bad_rows="skip"`` (``rows_skipped``);
+4. duplicates of an item within a basket count once (``duplicate_items_in_basket``);
+5. ``min_item_baskets`` drops rare items (``rows_dropped_rare_items``);
+6. ``max_basket_items`` caps a basket at its N most popular items (``baskets_capped``,
+   ``items_dropped_basket_cap``);
+7. ``last_n_baskets`` keeps each customer's last N baskets (``baskets_dropped_last_n``);
+8. ``min_baskets`` / ``max_baskets`` drop customers (``customers_dropped_basket_count``).
+
+Rows dropped by 1 or 2 are never checked for bad values: a cancelled line without a customer does
+not stop the run. The one engine is DuckDB (:mod:`basketgnn.data.ingest_duckdb`), out of core.
+The DNNTSP JSON splits are imported by :func:`read_dnntsp_json`.
 """
 
 from __future__ import annotations
@@ -15,28 +32,31 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import pandas as pd
 
-from basketgnn.data.dataset import NO_TIME, PARTS, BasketData, _offsets, from_sequences
+from basketgnn.data.dataset import PARTS, BasketData, from_sequences
 from basketgnn.errors import UserError
 
 LOG_SUFFIXES = (".csv", ".csv.gz", ".parquet", ".pq")
 
+#: Default basket-size cap of ``prepare`` and the pipeline (None: no cap). The one place to change it.
+DEFAULT_MAX_BASKET_ITEMS: int | None = None
+
 
 @dataclass(frozen=True)
 class Columns:
-    """Names of the log's columns. ``basket`` and/or ``timestamp`` must be set."""
+    """Names of the log's columns. ``basket`` and/or ``timestamp`` must be set; ``quantity`` is
+    optional (None: every row is a purchase)."""
 
     customer: str = "customer_id"
     item: str = "item_id"
     basket: str | None = "basket_id"
     timestamp: str | None = "timestamp"
-    quantity: str | None = "quantity"
+    quantity: str | None = None
 
 
 @dataclass(frozen=True)
 class PrepareOptions:
-    """Filters applied after reading, in this order: item frequency, last N, baskets per customer."""
+    """How a log becomes a dataset; applied in the order of the module docstring."""
 
     min_item_baskets: int = 1
     """Drop items bought in fewer baskets than this (baskets left empty are dropped)."""
@@ -47,10 +67,57 @@ class PrepareOptions:
     max_baskets: int | None = None
     """Drop customers with more baskets than this."""
     on_bad_rows: Literal["error", "skip"] = "error"
-    """What to do with rows missing a customer/item or with an unparsable timestamp."""
+    """What to do with bad rows: a missing id, an unparsable timestamp, a bad quantity."""
+    where: str | None = None
+    """A DuckDB boolean expression over the log's columns; rows where it is not true are dropped."""
+    keep_returns: bool = False
+    """With a quantity column: keep rows with quantity <= 0 as ordinary rows instead of excluding them."""
+    max_basket_items: int | None = DEFAULT_MAX_BASKET_ITEMS
+    """Cap every basket at its N most popular items (item popularity over the whole log)."""
+    time_format: str | None = None
+    """strptime format of text timestamps (e.g. "%m/%d/%Y %H:%M"); None: ISO dates and times."""
 
 
-# Checks and messages shared by both ingestion engines (pandas here, DuckDB in ingest_duckdb).
+def prepare_log(
+    path: str | Path,
+    columns: Columns = Columns(),
+    options: PrepareOptions = PrepareOptions(),
+    **engine: Any,
+) -> BasketData:
+    """Read a transaction log and build the prepared dataset, with DuckDB, out of core.
+
+    ``engine`` takes DuckDB's settings (``memory_limit="1GB"``, ``threads=2``, ``temp_dir``; see
+    :func:`basketgnn.data.ingest_duckdb.prepare_log_duckdb`). Raises :class:`UserError` with
+    file, row and column for every problem a user can fix.
+    """
+    from basketgnn.data.ingest_duckdb import prepare_log_duckdb
+
+    return prepare_log_duckdb(path, columns, options, **engine)
+
+
+def report_lines(report: dict[str, Any]) -> list[str]:
+    """What ``where``, returns and the caps did, one line each, from a dataset's
+    ``meta["report"]`` (only the steps that ran: their keys are present)."""
+    lines = []
+    read = report.get("rows_read")
+    of = f" of {read:,} read" if read else ""
+    if "rows_dropped_where" in report:
+        lines.append(f"rows dropped by where: {report['rows_dropped_where']:,}{of}")
+    if "returns_excluded" in report:
+        lines.append(f"returns excluded (quantity <= 0): {report['returns_excluded']:,} rows")
+    if "returns_kept" in report:
+        lines.append(f"returns kept as purchases (quantity <= 0): {report['returns_kept']:,} rows")
+    if "baskets_capped" in report:
+        lines.append(
+            f"basket cap: {report['baskets_capped']:,} baskets capped, "
+            f"{report['items_dropped_basket_cap']:,} items dropped"
+        )
+    if "baskets_dropped_last_n" in report:
+        lines.append(f"last-N cap: {report['baskets_dropped_last_n']:,} older baskets dropped")
+    return lines
+
+
+# Checks and messages of the ingestion engine (ingest_duckdb) and its test oracle.
 
 
 def check_basket_or_time(columns: Columns) -> None:
@@ -71,13 +138,16 @@ def bad_rows_error(problems: list[str]) -> UserError:
 # A prepared dataset stores times as int64 nanoseconds since the epoch (as pandas does): the whole
 # days it can hold. Timestamps outside are bad rows, reported apart from unparsable ones.
 TIME_RANGE = ("1677-09-22", "2262-04-11")
-_TIME_MIN = pd.Timestamp.min.tz_localize("UTC")  # [ns] 1677-09-21 00:12:43.145224193
-_TIME_MAX = pd.Timestamp.max.tz_localize("UTC")  # [ns] 2262-04-11 23:47:16.854775807
 
 
-def unparsable_time(column: str) -> str:
+def unparsable_time(column: str, time_format: str | None = None) -> str:
     """The bad-rows problem of timestamps that cannot be read as a date."""
-    return f"an unparsable timestamp in {column!r}"
+    if time_format is not None:
+        return f"a timestamp in {column!r} not in --time-format {time_format!r} (unparsable)"
+    return (
+        f"an unparsable timestamp in {column!r} (dates are read as ISO, e.g. 2024-01-31 13:45; "
+        "name other spellings with --time-format, e.g. '%m/%d/%Y %H:%M')"
+    )
 
 
 def time_out_of_range(column: str) -> str:
@@ -124,57 +194,6 @@ def _is_log(p: Path) -> bool:
     return p.name.lower().endswith(LOG_SUFFIXES)
 
 
-def read_log(path: str | Path, columns: Columns) -> pd.DataFrame:
-    """Read the needed columns of every log file into one frame, all as strings except time.
-
-    Adds ``_file`` (file index) and ``_row`` (1-based data row in that file) for error messages.
-    """
-    check_basket_or_time(columns)
-    frames = []
-    files = log_files(path)
-    for k, f in enumerate(files):
-        df = _read_one(f, columns)
-        df["_file"] = np.int32(k)
-        df["_row"] = np.arange(1, len(df) + 1, dtype=np.int64)
-        frames.append(df)
-    df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-    if len(df) == 0:
-        raise UserError(f"{path}: the log has no rows. Check that it is the right file.")
-    df.attrs["files"] = [str(f) for f in files]
-    return df
-
-
-def _read_one(f: Path, columns: Columns) -> pd.DataFrame:
-    wanted = [c for c in (columns.customer, columns.item, columns.basket, columns.timestamp) if c]
-    try:
-        if f.name.lower().endswith((".parquet", ".pq")):
-            import pyarrow.parquet as pq
-
-            available = pq.read_schema(f).names
-            _check_columns(f, wanted, available, columns)
-            df = pq.read_table(f, columns=wanted).to_pandas()
-        else:
-            header = pd.read_csv(f, nrows=0)
-            _check_columns(f, wanted, list(header.columns), columns)
-            df = pd.read_csv(f, usecols=wanted, dtype=str, keep_default_na=True, engine="c")
-    except UserError:
-        raise
-    except pd.errors.EmptyDataError:
-        raise UserError(
-            f"{f}: the file is empty. Remove it or pass a log with a header row."
-        ) from None
-    except Exception as e:  # pyarrow / parser errors: the file itself is unreadable
-        raise UserError(
-            f"{f}: cannot be read as {'Parquet' if f.suffix in ('.parquet', '.pq') else 'CSV'} "
-            f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}). "
-            "Check that the file is a valid, complete CSV or Parquet file."
-        ) from None
-    for c in (columns.customer, columns.item, columns.basket):
-        if c and df[c].dtype != object:
-            df[c] = df[c].astype("string").astype(object).where(df[c].notna(), None)
-    return df
-
-
 def _check_columns(f: Path, wanted: list[str], available: list[str], columns: Columns) -> None:
     missing = [c for c in wanted if c not in available]
     if missing:
@@ -183,83 +202,13 @@ def _check_columns(f: Path, wanted: list[str], available: list[str], columns: Co
             columns.item: "--item-col",
             columns.basket: "--basket-col",
             columns.timestamp: "--time-col",
+            columns.quantity: "--quantity-col",
         }
         fixes = ", ".join(f"{flags[c]} for {c!r}" for c in missing)
         raise UserError(
             f"{f}: missing column(s) {', '.join(repr(c) for c in missing)}; the file has "
             f"{', '.join(repr(c) for c in available)}. Name the right columns ({fixes})."
         )
-
-
-def _bad_rows(df: pd.DataFrame, mask: np.ndarray, what: str, files: list[str], column: str) -> str:
-    idx = np.flatnonzero(mask)
-    examples = []
-    for i in idx[:3]:
-        value = df[column].iloc[i] if column in df else None
-        examples.append(
-            f"{files[int(df['_file'].iloc[i])]} row {int(df['_row'].iloc[i])} ({column}={value!r})"
-        )
-    return f"{len(idx)} row(s) with {what}, e.g. " + "; ".join(examples)
-
-
-def prepare_log(
-    path: str | Path,
-    columns: Columns = Columns(),
-    options: PrepareOptions = PrepareOptions(),
-) -> BasketData:
-    """Read a transaction log and build the prepared dataset.
-
-    Raises :class:`UserError` with file, row and column for every problem a user can fix.
-    """
-    df = read_log(path, columns)
-    files: list[str] = df.attrs["files"]
-    report: dict[str, Any] = {"rows_read": len(df)}
-
-    bad = np.zeros(len(df), dtype=bool)
-    problems = []
-    for col, what in ((columns.customer, "no customer"), (columns.item, "no item")):
-        m = df[col].isna().to_numpy() | (df[col].astype(str).str.strip() == "").to_numpy()
-        if m.any():
-            problems.append(_bad_rows(df, m, f"{what} ({col!r} empty)", files, col))
-            bad |= m
-    if columns.timestamp:
-        raw = df[columns.timestamp]
-        # format="mixed" parses each value on its own, so one odd row cannot change the others.
-        parsed = pd.to_datetime(raw, errors="coerce", format="mixed", utc=True)
-        m = parsed.isna().to_numpy()
-        if m.any():
-            problems.append(
-                _bad_rows(df, m, unparsable_time(columns.timestamp), files, columns.timestamp)
-            )
-            bad |= m
-        # pandas may parse to a coarser unit than ns and so hold dates that ns cannot.
-        out = ((parsed < _TIME_MIN) | (parsed > _TIME_MAX)).to_numpy()
-        if out.any():
-            problems.append(
-                _bad_rows(df, out, time_out_of_range(columns.timestamp), files, columns.timestamp)
-            )
-            bad |= out
-            parsed = parsed.where(~out)
-        df["_t"] = parsed.dt.tz_localize(None).astype("datetime64[ns]").astype(np.int64)
-    if columns.basket:
-        m = df[columns.basket].isna().to_numpy()
-        if m.any():
-            problems.append(
-                _bad_rows(df, m, f"no basket id ({columns.basket!r} empty)", files, columns.basket)
-            )
-            bad |= m
-    if problems:
-        if options.on_bad_rows == "error":
-            raise bad_rows_error(problems)
-        report["rows_skipped"] = int(bad.sum())
-        report["skipped_because"] = problems
-        df = df.loc[~bad].reset_index(drop=True)
-        if len(df) == 0:
-            raise UserError(f"{path}: every row was bad and skipped; nothing is left to prepare.")
-
-    data = _build(df, columns, options, report)
-    record_source(data, path, columns, options, report)
-    return data
 
 
 def record_source(
@@ -281,112 +230,27 @@ def record_source(
     )
 
 
-def _build(
-    df: pd.DataFrame, columns: Columns, options: PrepareOptions, report: dict[str, Any]
-) -> BasketData:
-    cust_codes, cust_uniques = pd.factorize(df[columns.customer], sort=True)
-    item_codes, item_uniques = pd.factorize(df[columns.item], sort=True)
-    cust_codes = cust_codes.astype(np.int64)
-    item_codes = item_codes.astype(np.int64)
-
-    # Basket key within the customer, and the basket's sort time.
-    if columns.basket:
-        basket_codes, basket_uniques = pd.factorize(df[columns.basket], sort=True)
-        basket_codes = basket_codes.astype(np.int64)
-        if columns.timestamp:
-            t_row = df["_t"].to_numpy()
-        else:
-            t_row = _basket_id_order(np.asarray(basket_uniques, dtype=object))[basket_codes]
-    else:
-        t_row = df["_t"].to_numpy()
-        basket_codes = pd.factorize(t_row, sort=True)[0].astype(np.int64)
-
-    # Sort rows by (customer, basket time, basket, item): one lexsort, then de-duplicate.
-    if columns.basket and columns.timestamp:
-        # A basket's time is its earliest row time.
-        key = cust_codes * (basket_codes.max() + 1) + basket_codes
-        first = pd.Series(t_row).groupby(key).transform("min").to_numpy()
-        t_row = first
-    order = np.lexsort((item_codes, basket_codes, t_row, cust_codes))
-    cust, bask, item, t = cust_codes[order], basket_codes[order], item_codes[order], t_row[order]
-    new_basket = np.ones(len(order), dtype=bool)
-    new_basket[1:] = (cust[1:] != cust[:-1]) | (bask[1:] != bask[:-1])
-    dup = np.zeros(len(order), dtype=bool)
-    dup[1:] = ~new_basket[1:] & (item[1:] == item[:-1])
-    report["duplicate_items_in_basket"] = int(dup.sum())
-    keep = ~dup
-    cust, item, t, new_basket = cust[keep], item[keep], t[keep], new_basket[keep]
-    basket_of_row = np.cumsum(new_basket) - 1  # [rows] basket number
-
-    # Item frequency filter: number of baskets that contain the item.
-    if options.min_item_baskets > 1:
-        freq = np.bincount(item, minlength=len(item_uniques))
-        ok = freq[item] >= options.min_item_baskets
-        report["rows_dropped_rare_items"] = int((~ok).sum())
-        cust, item, t, basket_of_row = cust[ok], item[ok], t[ok], basket_of_row[ok]
-    # Renumber baskets densely (baskets emptied by the filter disappear).
-    basket_of_row = np.unique(basket_of_row, return_inverse=True)[1]
-    n_baskets = int(basket_of_row.max()) + 1 if len(basket_of_row) else 0
-    basket_start = np.zeros(n_baskets, dtype=np.int64)
-    basket_len = np.bincount(basket_of_row, minlength=n_baskets)
-    basket_start[1:] = np.cumsum(basket_len)[:-1]
-    basket_cust = cust[basket_start] if n_baskets else np.zeros(0, dtype=np.int64)
-    basket_t = t[basket_start] if n_baskets else np.zeros(0, dtype=np.int64)
-
-    # Rank of each basket within its customer, counted from the end (0 = most recent).
-    per_cust = np.bincount(basket_cust, minlength=len(cust_uniques))
-    cust_start = np.zeros(len(per_cust), dtype=np.int64)
-    cust_start[1:] = np.cumsum(per_cust)[:-1]
-    rank_from_end = per_cust[basket_cust] - 1 - (np.arange(n_baskets) - cust_start[basket_cust])
-    keep_b = np.ones(n_baskets, dtype=bool)
-    if options.last_n_baskets is not None:
-        keep_b &= rank_from_end < options.last_n_baskets
-    kept_per_cust = np.bincount(basket_cust[keep_b], minlength=len(per_cust))
-    cust_ok = kept_per_cust >= options.min_baskets
-    if options.max_baskets is not None:
-        cust_ok &= kept_per_cust <= options.max_baskets
-    keep_b &= cust_ok[basket_cust]
-    report["customers_dropped_basket_count"] = int(((kept_per_cust > 0) & ~cust_ok).sum())
-    if not keep_b.any():
-        raise no_customer_left(options)
-
-    row_keep = keep_b[basket_of_row]
-    item, basket_of_row = item[row_keep], basket_of_row[row_keep]
-    basket_len = basket_len[keep_b]
-    basket_cust, basket_t = basket_cust[keep_b], basket_t[keep_b]
-    # Renumber customers and items densely over what is left, keeping their sorted order.
-    used_cust, basket_user = np.unique(basket_cust, return_inverse=True)
-    used_items, item_idx = np.unique(item, return_inverse=True)
-    return BasketData(
-        items=item_idx.astype(np.int32),
-        basket_offsets=_offsets(basket_len),
-        user_offsets=_offsets(np.bincount(basket_user, minlength=len(used_cust))),
-        basket_times=basket_t.astype(np.int64) if columns.timestamp else
-        np.full(len(basket_len), NO_TIME, dtype=np.int64),
-        user_ids=np.asarray(cust_uniques, dtype=object)[used_cust].astype(str),
-        item_ids=np.asarray(item_uniques, dtype=object)[used_items].astype(str),
-        user_part=np.full(len(used_cust), -1, dtype=np.int8),
-        meta={},
-    )
-
-
-def _basket_id_order(uniques: np.ndarray) -> np.ndarray:
-    """Sort key of each (sorted) basket id: numeric order when all ids are numbers."""
-    numeric = pd.to_numeric(pd.Series(uniques), errors="coerce")
-    if numeric.notna().all():
-        return np.argsort(np.argsort(numeric.to_numpy(), kind="stable"), kind="stable")
-    return np.arange(len(uniques), dtype=np.int64)
-
-
 def read_dnntsp_json(path: str | Path) -> BasketData:
     """Import a DNNTSP split file ``{"train"|"validate"|"test": {user: [[item, ...], ...]}}``.
 
     Item ids are kept as they are (the file's ids are already 0-based and contiguous), so
     results are comparable with published ones. Each user's part is kept as the predefined split.
+
+    Customer ids are the file's user keys when every key is unique across the three parts (as in
+    the published splits). When a key appears in more than one part (the authors' own files number
+    each part's users from "user0"), those are different customers: then every customer id of the
+    file is ``"<part>:<key>"`` (``"train:user0"``, ``"test:user0"``), unique and the same on every
+    run, and ``meta["user_ids_prefixed_with_part"]`` is true. A key repeated within one part is
+    an error (JSON keeps only the last, silently).
     """
     path = Path(path)
     try:
-        raw = json.loads(path.read_text())
+        raw = json.loads(path.read_text(), object_pairs_hook=_unique_keys)
+    except _RepeatedKey as e:
+        raise UserError(
+            f"{path}: the key {e.key!r} appears twice in the same object; a JSON reader would "
+            "keep only the last. Give every user of a part its own key."
+        ) from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise UserError(f"{path}: cannot be read as DNNTSP JSON ({e}).") from None
     if not isinstance(raw, dict) or not set(PARTS) <= set(raw):
@@ -418,15 +282,39 @@ def read_dnntsp_json(path: str | Path) -> BasketData:
     if len(too_short):
         raise UserError(
             f"{path}: {len(too_short)} user(s) have fewer than 2 non-empty baskets, e.g. "
-            f"{user_ids[too_short[0]]!r}; every user needs a history and a target basket."
+            f"{user_ids[too_short[0]]!r} in {PARTS[parts[too_short[0]]]!r}; every user needs a "
+            "history and a target basket."
         )
+    prefixed = len(set(user_ids)) < len(user_ids)
+    if prefixed:
+        user_ids = [f"{PARTS[p]}:{u}" for p, u in zip(parts, user_ids)]
     return BasketData(
         **{
             **data.__dict__,
             "user_ids": np.asarray(user_ids),
-            "meta": {"source": str(path), "source_kind": "dnntsp-json"},
+            "meta": {
+                "source": str(path),
+                "source_kind": "dnntsp-json",
+                "user_ids_prefixed_with_part": prefixed,
+            },
         }
     )
+
+
+class _RepeatedKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads`` object hook that refuses a key repeated within one object."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _RepeatedKey(key)
+        out[key] = value
+    return out
 
 
 def load_data(path: str | Path) -> BasketData:

@@ -1,40 +1,44 @@
-"""Transaction logs -> :class:`BasketData`, computed out of core by DuckDB.
+"""Transaction logs -> :class:`BasketData`, computed out of core by DuckDB: the one ingestion
+engine, behind :func:`basketgnn.data.ingest.prepare_log` (``basketgnn prepare``, the pipeline).
 
-:func:`prepare_log_duckdb` gives the same dataset as :func:`basketgnn.data.ingest.prepare_log`
-(same arrays, same report counts, same kind of :class:`UserError`), but the raw log never has to
-fit in memory: DuckDB reads the files itself, and validation, basket definition, ordering,
-de-duplication, filters and id mapping run as SQL under ``memory_limit``, spilling to a temporary
-folder. Only the prepared arrays (int32 / int64, proportional to the result) and the used id
-lists come back to Python.
+The raw log never has to fit in memory: DuckDB reads the files itself, and validation, basket
+definition, ordering, de-duplication, filters, caps and id mapping run as SQL under
+``memory_limit``, spilling to a temporary folder. Only the prepared arrays (int32 / int64,
+proportional to the result) and the used id lists come back to Python. The order of the steps
+and the report's counts are listed in :mod:`basketgnn.data.ingest`.
 
 The pipeline, one table per step (``c`` customer code, ``i`` item code, ``bo`` basket-id order
 key, ``t`` ns since epoch, ``gb`` global basket number in (customer, time, basket id) order)::
 
-    raw(f, r, cust, item, basket, ts_raw, t)   every row of every file, f/r for error messages
+    raw(f, r, cust, item, basket, ts_raw, t[, w][, q_raw, q])   every row of every file
+    good                                       rows kept by where / returns, without bad rows
     cust_dict, item_dict, basket_dict          distinct strings -> codes in sorted-string order
     coded(c, i, bo, t)                         good rows, coded
     baskets(c, bo, t, gb)                      a basket's time is its earliest row time
-    entries(gb, i)                             distinct items per basket, rare items dropped
+    entries(gb, i)                             distinct items per basket, rare items dropped,
+                                               baskets capped at their most popular items
     kept(gb, c, t, size)                       last N per customer, min/max baskets per customer
 
-Differences from the pandas path (all but the Parquet id spelling fail loudly instead of giving
-a different dataset):
+How values are read:
 
-* Timestamps: only ISO dates and date-times are parsed, ``YYYY-MM-DD`` optionally followed by
+* Ids are text as the file writes them: every CSV column is read as text ("17850.0" stays
+  "17850.0", "007" stays "007"). Typed Parquet id columns are spelled deterministically:
+  integers and booleans as usual ("True" / "False"); a float or decimal holding a whole number
+  without a fractional part (17850.0 -> "17850", the usual result of an integer id column that
+  went through a float because of missing values), other floats in DuckDB's shortest round-trip
+  form ("2.5"), NaN as a missing id.
+* Timestamps: ISO dates and date-times, ``YYYY-MM-DD`` optionally followed by
   ``[T ]HH:MM[:SS[.fraction]]`` and an offset (``Z``, ``UTC``, ``+HH``, ``+HH:MM``, ``+HHMM``);
-  values with an offset are converted to UTC, others are taken as UTC, like the pandas path.
-  Other formats ("01/05/2024", "Jan 5 2024", "20240105", "2024-01-02 10:00 AM", a date with an
-  offset but no time, "+02:00" after a space) are reported as unparsable: prepare such logs with
-  ``prepare_log`` (pandas' ``format="mixed"``). Dates outside 1677-09-22 .. 2262-04-11 are bad
-  rows "outside" that range, as in the pandas path (typed Parquet values are spelled by DuckDB).
-  Parquet timestamp / date columns are used as they are (zoned ones in UTC), integer ones as ns
-  since the epoch.
-* Parquet id columns of other types than string, integer and boolean (decimals, dates) are turned
-  into strings by DuckDB's casts, which may spell them differently from pandas.
-* A CSV line holding only spaces is a row with a blank customer (a bad row); pandas skips it.
+  values with an offset are converted to UTC, others are taken as UTC. Other spellings are
+  unparsable unless ``time_format`` (a strptime format such as ``%m/%d/%Y %H:%M``) is given.
+  Dates outside 1677-09-22 .. 2262-04-11 are bad rows "outside" that range. Parquet timestamp /
+  date columns are used as they are (zoned ones in UTC), integer ones as ns since the epoch.
+* Quantities: numbers (text in a CSV, any numeric Parquet type); a missing, non-numeric or
+  non-finite quantity is a bad row.
+* CSV is read strictly (RFC 4180 quoting, ``,`` separator, UTF-8, header row); a malformed line
+  is reported as "cannot be read as CSV". A line holding only spaces is a row with a blank
+  customer (a bad row).
 * Running out of ``memory_limit`` (when even spilling cannot help) is a :class:`UserError`.
-* CSV is read strictly (RFC 4180 quoting, ``,`` separator, UTF-8); a malformed line that pandas
-  tolerates may be reported as "cannot be read as CSV".
 """
 
 from __future__ import annotations
@@ -63,7 +67,7 @@ from basketgnn.data.ingest import (
 )
 from basketgnn.errors import UserError
 
-# pandas' default NA strings (read_csv keep_default_na=True), so both paths see the same nulls.
+# pandas' default NA strings (read_csv keep_default_na=True), as basketgnn has always read them.
 _NA_STRINGS = (
     "", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
     "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null",
@@ -94,8 +98,9 @@ def prepare_log_duckdb(
 ) -> BasketData:
     """Read a transaction log with DuckDB and build the prepared dataset, out of core.
 
-    Same result and errors as :func:`basketgnn.data.ingest.prepare_log` (see the module
-    docstring for the few differences), with ``meta["engine"] = "duckdb"``. ``memory_limit``
+    What :func:`basketgnn.data.ingest.prepare_log` runs; ``meta["engine"] = "duckdb"``.
+    On the options they share it gives the pandas test oracle's dataset, report and messages
+    (tests/data/pandas_oracle.py, which lists where they differ). ``memory_limit``
     (a DuckDB size such as "512MB") caps DuckDB's memory; what does not fit is spilled to a
     temporary folder created in ``temp_dir`` (default: the system's temporary folder) and removed
     afterwards. ``threads`` is the number of DuckDB worker threads.
@@ -114,8 +119,9 @@ def prepare_log_duckdb(
             # Timestamps without an offset are UTC, as in the pandas path.
             con.execute("SET TimeZone = 'UTC'")
             con.execute("SET enable_progress_bar = false")  # a library does not draw on stdout
+            _check_options(con, options)
             report: dict[str, Any] = {}
-            ts_typed = _stage(con, files, columns)
+            ts_typed = _stage(con, files, columns, options)
             _validate(con, path, [str(f) for f in files], columns, options, report, ts_typed)
             data = _build(con, columns, options, report)
         except duckdb.OutOfMemoryException as e:
@@ -129,12 +135,35 @@ def prepare_log_duckdb(
     return data
 
 
+def _check_options(con: duckdb.DuckDBPyConnection, options: PrepareOptions) -> None:
+    if options.max_basket_items is not None and options.max_basket_items < 1:
+        raise UserError(
+            f"--max-basket-items must be at least 1, not {options.max_basket_items} "
+            "(leave it out for no cap)."
+        )
+    if options.time_format is not None:
+        try:
+            con.execute(f"SELECT try_strptime('', {_lit(options.time_format)})")
+        except duckdb.Error as e:
+            raise UserError(
+                f"--time-format {options.time_format!r} is not a strptime format: "
+                f"{_first_line(e)}. Example: '%m/%d/%Y %H:%M' for 12/1/2010 8:26."
+            ) from None
+
+
 # --- reading -------------------------------------------------------------------------------
 
 
-def _stage(con: duckdb.DuckDBPyConnection, files: list[Path], columns: Columns) -> list[bool]:
+def _stage(
+    con: duckdb.DuckDBPyConnection, files: list[Path], columns: Columns, options: PrepareOptions
+) -> list[bool]:
     """Load every file into ``raw``; returns, per file, whether its timestamp column is typed."""
-    wanted = [c for c in (columns.customer, columns.item, columns.basket, columns.timestamp) if c]
+    wanted = [
+        c
+        for c in (columns.customer, columns.item, columns.basket, columns.timestamp,
+                  columns.quantity)
+        if c
+    ]  # fmt: skip
     ts_typed = []
     for k, f in enumerate(files):
         is_parquet = f.name.lower().endswith((".parquet", ".pq"))
@@ -150,22 +179,56 @@ def _stage(con: duckdb.DuckDBPyConnection, files: list[Path], columns: Columns) 
                 schema = dict.fromkeys(names, "VARCHAR")
                 source = _read_csv_sql(f, names, skip)
                 row = "ordinality"
-            select = _stage_select(k, row, schema, columns)
+            if options.where is not None:
+                _check_where(con, f, source, list(schema), options.where)
+            select = _stage_select(k, row, schema, columns, options)
             verb = "CREATE TABLE raw AS" if k == 0 else "INSERT INTO raw"
             con.execute(f"{verb} SELECT {select} FROM {source}")
         except UserError:
             raise
         except duckdb.OutOfMemoryException:
             raise
-        except (duckdb.Error, OSError, UnicodeDecodeError, csv.Error) as e:
+        except duckdb.ConversionException as e:
+            if options.where is None:
+                raise _unreadable(f, e) from None
             raise UserError(
-                f"{f}: cannot be read as "
-                f"{'Parquet' if f.suffix in ('.parquet', '.pq') else 'CSV'} "
-                f"({type(e).__name__}: {_first_line(e)}). "
-                "Check that the file is a valid, complete CSV or Parquet file."
+                f"{f}: --where {options.where!r} fails on a row of this file: {_first_line(e)}. "
+                "Use TRY_CAST (NULL when a value does not convert) instead of CAST."
             ) from None
+        except (duckdb.Error, OSError, UnicodeDecodeError, csv.Error) as e:
+            raise _unreadable(f, e) from None
         ts_typed.append(bool(columns.timestamp) and schema[columns.timestamp] != "VARCHAR")
     return ts_typed
+
+
+def _unreadable(f: Path, e: BaseException) -> UserError:
+    return UserError(
+        f"{f}: cannot be read as {'Parquet' if f.suffix in ('.parquet', '.pq') else 'CSV'} "
+        f"({type(e).__name__}: {_first_line(e)}). "
+        "Check that the file is a valid, complete CSV or Parquet file."
+    )
+
+
+def _check_where(
+    con: duckdb.DuckDBPyConnection, f: Path, source: str, names: list[str], where: str
+) -> None:
+    """Refuse a ``where`` that DuckDB cannot bind on this file or that is not a condition."""
+    hint = (
+        f"Write a true/false DuckDB expression over the columns of {f.name} "
+        f"({', '.join(names)}), e.g. \"StockCode NOT IN ('POST', 'M')\""
+        + ("; every column of a CSV file is text: compare with quoted values or convert with "
+           "TRY_CAST(col AS DOUBLE)." if not f.name.lower().endswith((".parquet", ".pq")) else ".")
+    )  # fmt: skip
+    try:
+        rows = con.execute(f"DESCRIBE SELECT ({where}) AS w FROM {source}").fetchall()
+    except duckdb.Error as e:
+        message = " ".join(str(e).split())
+        raise UserError(f"{f}: --where {where!r} is not usable: {message}. {hint}") from None
+    if len(rows) != 1 or str(rows[0][1]) != "BOOLEAN":
+        got = ", ".join(str(r[1]) for r in rows)
+        raise UserError(
+            f"{f}: --where {where!r} is not a condition (it gives {got}, not BOOLEAN). {hint}"
+        )
 
 
 def _parquet_schema(con: duckdb.DuckDBPyConnection, f: Path) -> dict[str, str]:
@@ -210,7 +273,9 @@ def _read_csv_sql(f: Path, names: list[str], skip: int) -> str:
     )
 
 
-def _stage_select(k: int, row: str, schema: dict[str, str], columns: Columns) -> str:
+def _stage_select(
+    k: int, row: str, schema: dict[str, str], columns: Columns, options: PrepareOptions
+) -> str:
     parts = [f"{k}::INTEGER AS f", f"{row}::BIGINT AS r"]
     parts.append(f"{_as_text(columns.customer, schema)} AS cust")
     parts.append(f"{_as_text(columns.item, schema)} AS item")
@@ -227,20 +292,39 @@ def _stage_select(k: int, row: str, schema: dict[str, str], columns: Columns) ->
         else:
             ts_raw = "NULL::VARCHAR"
         parts.append(f"{ts_raw} AS ts_raw")
-        parts.append(f"({_time_ns(columns.timestamp, schema)})::BIGINT AS t")
+        parts.append(f"({_time_ns(columns.timestamp, schema, options.time_format)})::BIGINT AS t")
+    if options.where is not None:
+        parts.append(f"coalesce(({options.where}), FALSE) AS w")
+    if columns.quantity:
+        col = _ident(columns.quantity)
+        number = f"TRY_CAST(trim(CAST({col} AS VARCHAR)) AS DOUBLE)"
+        parts.append(f"CAST({col} AS VARCHAR) AS q_raw")
+        parts.append(f"CASE WHEN isfinite({number}) THEN {number} END AS q")
     return ", ".join(parts)
 
 
 def _as_text(name: str, schema: dict[str, str]) -> str:
-    col = _ident(name)
-    if schema[name] == "VARCHAR":
+    """SQL for an id column as text (see the module docstring for typed Parquet columns)."""
+    col, type_ = _ident(name), schema[name]
+    if type_ == "VARCHAR":
         return col
-    if schema[name] == "BOOLEAN":  # spelled as pandas' astype("string") does
+    if type_ == "BOOLEAN":
         return f"CASE WHEN {col} THEN 'True' WHEN NOT {col} THEN 'False' END"
+    if type_ in ("FLOAT", "DOUBLE"):
+        return (
+            f"CASE WHEN isnan({col}) THEN NULL "
+            f"WHEN isfinite({col}) AND {col} = trunc({col}) AND abs({col}) < 1e18 "
+            f"THEN CAST(CAST({col} AS BIGINT) AS VARCHAR) ELSE CAST({col} AS VARCHAR) END"
+        )
+    if type_.startswith("DECIMAL"):
+        return (
+            f"CASE WHEN {col} = trunc({col}) THEN CAST(CAST({col} AS HUGEINT) AS VARCHAR) "
+            f"ELSE CAST({col} AS VARCHAR) END"
+        )
     return f"CAST({col} AS VARCHAR)"
 
 
-def _time_ns(name: str, schema: dict[str, str]) -> str:
+def _time_ns(name: str, schema: dict[str, str], time_format: str | None = None) -> str:
     """SQL for the row time in ns since the epoch (UTC); NULL when missing or unparsable."""
     col, type_ = _ident(name), schema[name]
     if type_.startswith(("TIMESTAMP", "DATE")):
@@ -249,6 +333,8 @@ def _time_ns(name: str, schema: dict[str, str]) -> str:
     if type_ in ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER"):
         return f"{col}::BIGINT"  # pandas reads numbers as ns since the epoch
     s = f"trim({_as_text(name, schema)})"
+    if time_format is not None:
+        return f"epoch_ns(try_strptime({s}, {_lit(time_format)}))"
     # TIMESTAMP_NS keeps nanoseconds and pandas' date range but ignores an offset; the offset is
     # the difference between the TIMESTAMPTZ reading (applies it) and the TIMESTAMP one. The sum
     # is taken in HUGEINT: an offset can carry a time at the edge of the range past int64 (NULL).
@@ -260,13 +346,17 @@ def _time_ns(name: str, schema: dict[str, str]) -> str:
     )
 
 
-def _time_out_of_range(ts_typed: list[bool]) -> str:
-    """SQL condition on ``raw``: a time that parses but lies outside pandas' ns range."""
+def _time_out_of_range(ts_typed: list[bool], iso_text: bool = True) -> str:
+    """SQL condition on ``raw``: a time that parses but lies outside pandas' ns range.
+    ``iso_text``: text times are read as ISO (no ``time_format``), so an ISO value can be out of
+    range; with a format, a text value that does not parse is unparsable."""
     typed = [str(f) for f, is_typed in enumerate(ts_typed) if is_typed]
     # A typed value's ts_raw is set only when it is out of range; a text one parses as a
     # TIMESTAMPTZ (whose range is far wider) but not within the ns range (t is NULL).
     s = "trim(ts_raw)"
     in_typed_file = f"f IN ({', '.join(typed)})" if typed else "FALSE"
+    if not iso_text:
+        return f"t IS NULL AND ts_raw IS NOT NULL AND {in_typed_file}"
     return (
         f"t IS NULL AND ts_raw IS NOT NULL AND ({in_typed_file} OR "
         f"(regexp_full_match({s}, {_lit(_ISO_RE)}) AND TRY_CAST({s} AS TIMESTAMPTZ) IS NOT NULL))"
@@ -285,8 +375,22 @@ def _validate(
     report: dict[str, Any],
     ts_typed: list[bool],
 ) -> None:
-    """Count bad rows, raise or drop them (view ``good``), as ``prepare_log`` does."""
+    """Drop rows outside ``where`` and returns, then count bad rows, raise or drop them; the
+    rows left are the view ``good``."""
     blank = _lit(_BLANK_RE)
+    # Rows in scope: kept by where, and not a return to exclude. Out-of-scope rows are not checked.
+    scope_parts, counted = [], []
+    if options.where is not None:
+        scope_parts.append("w")
+        counted.append(("rows_dropped_where", "NOT w"))
+    if columns.quantity:
+        is_return = "q <= 0" + (" AND w" if options.where is not None else "")
+        if options.keep_returns:
+            counted.append(("returns_kept", is_return))
+        else:
+            scope_parts.append("coalesce(NOT q <= 0, TRUE)")
+            counted.append(("returns_excluded", is_return))
+    scope = " AND ".join(scope_parts) or "TRUE"
     # (condition on raw, field shown, column name, problem), in the order prepare_log checks.
     checks = [
         (f"cust IS NULL OR regexp_full_match(cust, {blank})", "cust", columns.customer,
@@ -295,24 +399,39 @@ def _validate(
          f"no item ({columns.item!r} empty)"),
     ]  # fmt: skip
     if columns.timestamp:
-        out_of_range = _time_out_of_range(ts_typed)
+        out_of_range = _time_out_of_range(ts_typed, iso_text=options.time_format is None)
         checks.append((f"t IS NULL AND NOT coalesce({out_of_range}, FALSE)", "ts_raw",
-                       columns.timestamp, unparsable_time(columns.timestamp)))  # fmt: skip
+                       columns.timestamp,
+                       unparsable_time(columns.timestamp, options.time_format)))  # fmt: skip
         checks.append((out_of_range, "ts_raw", columns.timestamp,
                        time_out_of_range(columns.timestamp)))  # fmt: skip
     if columns.basket:
         checks.append(("basket IS NULL", "basket", columns.basket,
                        f"no basket id ({columns.basket!r} empty)"))  # fmt: skip
+    if columns.quantity:
+        checks.append(("q IS NULL", "q_raw", columns.quantity,
+                       f"a missing or non-numeric quantity in {columns.quantity!r}"))  # fmt: skip
     bad = " OR ".join(f"({cond})" for cond, *_ in checks)
     counts = con.execute(
         "SELECT count(*), "
-        + "".join(f"count(*) FILTER (WHERE {cond}), " for cond, *_ in checks)
-        + f"count(*) FILTER (WHERE {bad}) FROM raw"
+        + "".join(f"count(*) FILTER (WHERE {cond}), " for _, cond in counted)
+        + f"count(*) FILTER (WHERE {scope}), "
+        + "".join(f"count(*) FILTER (WHERE ({scope}) AND ({cond})), " for cond, *_ in checks)
+        + f"count(*) FILTER (WHERE ({scope}) AND ({bad})) FROM raw"
     ).fetchall()[0]
-    n_rows, per_check, n_bad = counts[0], counts[1:-1], counts[-1]
+    n_rows, n_counted = counts[0], counts[1 : 1 + len(counted)]
+    n_scope, per_check, n_bad = counts[1 + len(counted)], counts[2 + len(counted) : -1], counts[-1]
     if n_rows == 0:
         raise UserError(f"{path}: the log has no rows. Check that it is the right file.")
     report["rows_read"] = int(n_rows)
+    for (key, _), n in zip(counted, n_counted):
+        report[key] = int(n)
+    if n_scope == 0:
+        dropped = [f"{n:,} {key.replace('_', ' ')}" for (key, _), n in zip(counted, n_counted)]
+        raise UserError(
+            f"{path}: no row is left to prepare ({', '.join(dropped)} of {n_rows:,} read). "
+            "Check --where, and --quantity-col (or keep returns with --keep-returns)."
+        )
 
     problems = []
     for (cond, field, column, what), n in zip(checks, per_check):
@@ -320,7 +439,7 @@ def _validate(
             continue
         examples = []
         for f, r, value in con.execute(
-            f"SELECT f, r, {field} FROM raw WHERE {cond} ORDER BY f, r LIMIT 3"
+            f"SELECT f, r, {field} FROM raw WHERE ({scope}) AND ({cond}) ORDER BY f, r LIMIT 3"
         ).fetchall():
             if value is None and field == "ts_raw":
                 shown = "NaT" if ts_typed[f] else "nan"  # what pandas shows for a null there
@@ -333,11 +452,11 @@ def _validate(
             raise bad_rows_error(problems)
         report["rows_skipped"] = int(n_bad)
         report["skipped_because"] = problems
-        if n_bad == n_rows:
+        if n_bad == n_scope:
             raise UserError(f"{path}: every row was bad and skipped; nothing is left to prepare.")
-        con.execute(f"CREATE VIEW good AS SELECT * FROM raw WHERE NOT ({bad})")
+        con.execute(f"CREATE VIEW good AS SELECT * FROM raw WHERE ({scope}) AND NOT ({bad})")
     else:
-        con.execute("CREATE VIEW good AS SELECT * FROM raw")
+        con.execute(f"CREATE VIEW good AS SELECT * FROM raw WHERE {scope}")
 
 
 # --- the dataset ---------------------------------------------------------------------------
@@ -425,6 +544,25 @@ def _build(
     else:
         entries = "entries"
 
+    # The basket cap keeps a basket's N most popular items: popularity = number of baskets holding
+    # the item (after the rare-item filter), ties by item id. Whole baskets are kept, so no
+    # customer loses a purchase occasion and histories keep their length and timing.
+    if options.max_basket_items is not None:
+        cap = int(options.max_basket_items)
+        sql(
+            "CREATE TABLE capped AS SELECT gb, i FROM (SELECT gb, i, row_number() OVER "
+            "(PARTITION BY gb ORDER BY pop DESC, i) AS rank_in_basket FROM "
+            f"{entries} JOIN (SELECT i, count(*) AS pop FROM {entries} GROUP BY i) USING (i)) "
+            f"WHERE rank_in_basket <= {cap}"
+        )
+        n_capped, n_dropped = sql(
+            f"SELECT count(*), coalesce(sum(size - {cap}), 0) FROM "
+            f"(SELECT count(*) AS size FROM {entries} GROUP BY gb) WHERE size > {cap}"
+        ).fetchall()[0]
+        report["baskets_capped"] = int(n_capped)
+        report["items_dropped_basket_cap"] = int(n_dropped)
+        entries = "capped"
+
     # rfe = rank of the basket within its customer counted from the end (1 = most recent).
     last_n = "TRUE" if options.last_n_baskets is None else f"rfe <= {int(options.last_n_baskets)}"
     sql(
@@ -432,6 +570,10 @@ def _build(
         "row_number() OVER (PARTITION BY c ORDER BY gb DESC) AS rfe "
         f"FROM (SELECT gb, count(*) AS size FROM {entries} GROUP BY gb) JOIN baskets USING (gb)"
     )
+    if options.last_n_baskets is not None:
+        report["baskets_dropped_last_n"] = int(
+            sql(f"SELECT count(*) FROM ranked WHERE NOT ({last_n})").fetchall()[0][0]
+        )
     ok = f"n >= {int(options.min_baskets)}"
     if options.max_baskets is not None:
         ok += f" AND n <= {int(options.max_baskets)}"

@@ -2,8 +2,9 @@
 
 Made only from the pipeline's ``metrics.json`` summary and DNNTSP's ``train_log.jsonl``:
 
-- on top, one line on the data and split, skipped bad rows if any, and a table of every model's
-  recall / NDCG / PHR at K = 10 and 20 on the test customers (best value of a column in bold);
+- on top, one line on the data and split, what where / returns / caps left out, skipped bad
+  rows if any, and a table of every model's recall / NDCG / PHR at K = 10 and 20 on the test
+  customers (best value of a column in bold);
 - ``report_training.png``: training loss and validation NDCG per epoch (DNNTSP only);
 - ``report_metrics_at_k.png``: recall, NDCG and PHR of every model at each K;
 - ``report_repeat_explore.png``: recall@10 / @20 on the target items the customer bought before
@@ -23,6 +24,7 @@ from typing import Any
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from basketgnn.data.ingest import report_lines
 from basketgnn.io_utils import atomic_path, write_text
 
 TRAINING_CHART = "report_training.png"
@@ -176,6 +178,9 @@ def report_html(summary: dict[str, Any], charts: list[str]) -> str:
         f"<p class='summary'>Data: {data_line}. Split: {e(split['name'])} ({sizes} customers). "
         f"All models are evaluated on the same {ev['customers']:,} {e(ev['part'])} customers.</p>"
     ]
+    if cleaning := report_lines(report):
+        items = "".join(f"<li>{e(line)}</li>" for line in cleaning)
+        parts.append(f"<div class='cleaning'><b>Rows and baskets left out</b><ul>{items}</ul></div>")
     if report.get("rows_skipped"):
         reasons = "".join(f"<li>{e(s)}</li>" for s in report.get("skipped_because", []))
         parts.append(
@@ -226,5 +231,6 @@ _CSS = (
     "color:#222}table{border-collapse:collapse;margin:1em 0}th,td{padding:.3em .8em;"
     "border-bottom:1px solid #ddd;text-align:right}tr th:first-child{text-align:left}"
     ".summary{color:#444}.warn{background:#fff4e0;border-left:4px solid #f0a020;padding:.5em 1em}"
+    ".cleaning{border-left:4px solid #888;padding:.2em 1em}"
     "img{max-width:100%}code{background:#f4f4f4;padding:0 .2em}"
 )

@@ -35,6 +35,7 @@ import json
 import logging
 import math
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -48,6 +49,7 @@ from rich.console import Console
 
 from basketgnn import __version__
 from basketgnn.config import describe_validation_error, resolve_path
+from basketgnn.data.ingest import DEFAULT_MAX_BASKET_ITEMS, report_lines
 from basketgnn.errors import UserError
 from basketgnn.io_utils import finish_publishing, publish_files, write_json
 
@@ -79,6 +81,11 @@ class ColumnsSpec(_Section):
     timestamp: str | None = Field(
         "timestamp", description="Timestamp column; null when the log has none."
     )
+    quantity: str | None = Field(
+        None,
+        description="Quantity column: rows with quantity <= 0 are returns, excluded unless "
+        "input.keep_returns; null: every row is a purchase.",
+    )
 
 
 class InputSpec(_Section):
@@ -88,9 +95,9 @@ class InputSpec(_Section):
     columns: ColumnsSpec = Field(
         default_factory=ColumnsSpec, description="Column names of the log."
     )
-    engine: Literal["duckdb", "pandas"] = Field(
+    engine: Literal["duckdb"] = Field(
         "duckdb",
-        description="duckdb reads the log out of core (larger than memory); pandas reads it whole.",
+        description="The ingestion engine: duckdb, the only one (reads the log out of core).",
     )
     memory_limit: str | None = Field(
         None, description="Memory limit of the DuckDB ingestion, e.g. '2GB' (null: its default)."
@@ -107,6 +114,22 @@ class InputSpec(_Section):
         None, ge=2, description="Drop customers with more baskets than this."
     )
     last_n: int | None = Field(None, ge=1, description="Keep only each customer's last N baskets.")
+    where: str | None = Field(
+        None,
+        description="DuckDB condition over the log's columns; rows where it is not true are "
+        "dropped and counted.",
+    )
+    keep_returns: bool = Field(
+        False, description="Keep rows with quantity <= 0 as ordinary rows (still counted)."
+    )
+    max_basket_items: int | None = Field(
+        DEFAULT_MAX_BASKET_ITEMS,
+        ge=1,
+        description="Cap every basket at its N most popular items (null: no cap).",
+    )
+    time_format: str | None = Field(
+        None, description="strptime format of non-ISO timestamps, e.g. '%m/%d/%Y %H:%M'."
+    )
 
 
 class SplitSpec(_Section):
@@ -555,6 +578,7 @@ class _Runner:
                 item=inp.columns.item,
                 basket=inp.columns.basket,
                 timestamp=inp.columns.timestamp,
+                quantity=inp.columns.quantity,
             )
             options = PrepareOptions(
                 min_item_baskets=inp.min_item_baskets,
@@ -562,20 +586,17 @@ class _Runner:
                 min_baskets=inp.min_baskets,
                 max_baskets=inp.max_baskets,
                 on_bad_rows=inp.on_bad_rows,
+                where=inp.where,
+                keep_returns=inp.keep_returns,
+                max_basket_items=inp.max_basket_items,
+                time_format=inp.time_format,
             )
             self.say(f"  reading {path} with {inp.engine}")
+            engine = {"memory_limit": inp.memory_limit} if inp.memory_limit else {}
             try:
-                if inp.engine == "duckdb":
-                    data = _prepare_with_duckdb(path, columns, options, inp.memory_limit)
-                else:
-                    data = prepare_log(path, columns, options)
+                data = prepare_log(path, columns, options, **engine)
             except UserError as e:
-                if "on-bad-rows" not in str(e):
-                    raise
-                raise UserError(
-                    f"{e} In {self.job.config_path.name}, `on_bad_rows: skip` under `input:` "
-                    "skips them."
-                ) from None
+                raise _in_job_terms(e, self.job.config_path.name) from None
         data.save(folder / "data")
         described = {
             "source": str(path),
@@ -594,6 +615,8 @@ class _Runner:
             f"baskets from {info['source']}"
         )
         report = info.get("report", {})
+        for line in report_lines(report):
+            self.say(f"  {line}")
         if report.get("rows_skipped"):
             self.say(
                 f"  skipped {report['rows_skipped']} bad row(s) of {report['rows_read']:,}: "
@@ -800,20 +823,26 @@ def _data_hash(data: BasketData, described: dict[str, Any]) -> str:
     return h.hexdigest()
 
 
-def _prepare_with_duckdb(
-    path: Path, columns: Any, options: Any, memory_limit: str | None
-) -> BasketData:
-    try:
-        from basketgnn.data.ingest_duckdb import prepare_log_duckdb
-    except ModuleNotFoundError as e:
-        if e.name != "basketgnn.data.ingest_duckdb":
-            raise
-        raise UserError(
-            "input.engine is duckdb, but this installation has no DuckDB ingestion "
-            "(basketgnn.data.ingest_duckdb); set `engine: pandas` under `input:`."
-        ) from None
-    kwargs = {"memory_limit": memory_limit} if memory_limit else {}
-    return prepare_log_duckdb(path, columns, options, **kwargs)
+# prepare's flags as the job file names them (under input:).
+_JOB_KEYS = {
+    "--where": "input.where", "--quantity-col": "input.columns.quantity",
+    "--keep-returns": "input.keep_returns", "--max-basket-items": "input.max_basket_items",
+    "--time-format": "input.time_format", "--customer-col": "input.columns.customer",
+    "--item-col": "input.columns.item", "--basket-col": "input.columns.basket",
+    "--time-col": "input.columns.timestamp", "--min-baskets": "input.min_baskets",
+    "--max-baskets": "input.max_baskets", "--min-item-baskets": "input.min_item_baskets",
+    "--last-n": "input.last_n",
+}  # fmt: skip
+
+
+def _in_job_terms(e: UserError, config_name: str) -> UserError:
+    """An ingestion error with prepare's flags renamed to the job file's keys."""
+    text = str(e)
+    if "on-bad-rows" in text:
+        text += f" In {config_name}, `on_bad_rows: skip` under `input:` skips them."
+    for flag, key in _JOB_KEYS.items():
+        text = re.sub(re.escape(flag) + r"\b", key, text)
+    return UserError(text)
 
 
 def _finite(metrics: dict[str, float]) -> dict[str, float | None]:

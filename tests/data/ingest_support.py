@@ -1,7 +1,8 @@
-"""Helpers shared by the ingestion tests of both engines (test_ingest.py, test_ingest_duckdb.py).
+"""Helpers shared by the ingestion tests (test_ingest.py, test_ingest_duckdb.py, ...).
 
-:class:`Engine` runs one engine; the DuckDB one also checks that its dataset (or its error
-message) is the pandas engine's, so every case run on both engines also checks that they agree.
+:class:`Engine` runs the ingestion engine (DuckDB, ``prepare_log``) or its pandas test oracle
+(pandas_oracle.py); the DuckDB one also checks that its dataset (or its error message) is the
+oracle's, so every case run on both also checks that they agree.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from pandas_oracle import prepare_log_pandas
 
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.ingest import Columns, PrepareOptions, prepare_log
-from basketgnn.data.ingest_duckdb import prepare_log_duckdb
 from basketgnn.errors import UserError
 
 HEADER = ["customer_id", "basket_id", "timestamp", "item_id"]
@@ -67,7 +68,7 @@ def assert_same(ours: BasketData, reference: BasketData) -> None:
 
 @dataclass(frozen=True)
 class Engine:
-    """One ingestion engine, ``pandas`` (prepare_log) or ``duckdb`` (prepare_log_duckdb)."""
+    """``duckdb`` (prepare_log, the engine) or ``pandas`` (prepare_log_pandas, the oracle)."""
 
     name: str
 
@@ -77,7 +78,7 @@ class Engine:
     @property
     def function(self) -> Callable[..., BasketData]:
         """The engine's own function, without the comparison with pandas."""
-        return prepare_log if self.name == "pandas" else prepare_log_duckdb
+        return prepare_log_pandas if self.name == "pandas" else prepare_log
 
     def prepare(
         self,
@@ -88,9 +89,9 @@ class Engine:
     ) -> BasketData:
         """The engine's dataset; DuckDB's is first checked equal to pandas' (:func:`assert_same`)."""
         if self.name == "pandas":
-            return prepare_log(path, columns, options)
-        ours = prepare_log_duckdb(path, columns, options, **duckdb_kwargs)
-        assert_same(ours, prepare_log(path, columns, options))
+            return prepare_log_pandas(path, columns, options)
+        ours = prepare_log(path, columns, options, **duckdb_kwargs)
+        assert_same(ours, prepare_log_pandas(path, columns, options))
         return ours
 
     def error(
@@ -107,7 +108,7 @@ class Engine:
             self.function(path, columns, options)
         if self.name == "duckdb" and same_as_pandas:
             with pytest.raises(UserError) as reference:
-                prepare_log(path, columns, options)
+                prepare_log_pandas(path, columns, options)
             assert str(ours.value) == str(reference.value)
         return str(ours.value)
 

@@ -1,9 +1,10 @@
 """Transaction log ingestion, every case on both engines: ordering, de-duplication, filters, id
 mapping, and bad input.
 
-Each test runs on pandas (prepare_log) and DuckDB (prepare_log_duckdb); on DuckDB it also checks
-that the dataset, report and error message are pandas' (see ingest_support.Engine). What only one
-engine does is tested in test_ingest_duckdb.py (and, for pandas, at the end of this file).
+Each test runs on the engine (DuckDB, prepare_log) and on its pandas test oracle
+(pandas_oracle.py); on DuckDB it also checks that the dataset, report and error message are the
+oracle's (see ingest_support.Engine). What only DuckDB does is tested in test_ingest_duckdb.py,
+the options the oracle lacks (quantity, where, caps, time format) in test_ingest_options.py.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from ingest_support import (  # noqa: E402
     baskets_by_id,
     write_csv,
 )
+from pandas_oracle import prepare_log_pandas  # noqa: E402
 
 
 @pytest.fixture(params=[PANDAS, DUCKDB], ids=str)
@@ -70,10 +72,10 @@ def test_timestamp_only_groups_rows_into_baskets(tmp_path, engine):
     assert baskets_by_id(data) == {"c1": [["b"], ["a", "c"]], "c2": [["a", "b"], ["b"]]}
 
 
-def test_custom_column_names_and_quantity_ignored(tmp_path, engine):
+def test_custom_column_names_and_quantity_ignored_unless_named(tmp_path, engine):
     rows = [["u", "o1", "2024-01-01", "p", 3], ["u", "o2", "2024-01-02", "p", 0]]
     path = write_csv(tmp_path, rows, columns=["cust", "order", "when", "sku", "qty"])
-    data = engine.prepare(path, Columns("cust", "sku", "order", "when", "qty"))
+    data = engine.prepare(path, Columns("cust", "sku", "order", "when"))
     assert baskets_by_id(data) == {"u": [["p"], ["p"]]}
 
 
@@ -193,7 +195,8 @@ RANGE_STAMPS = ["2024-01-01", "9999-12-31", "not a date", "2262-04-11 23:00-02:0
 def test_timestamps_outside_storable_range_name_file_row_column_and_fix(tmp_path, engine):
     rows = [["c1", f"b{k}", s, "x"] for k, s in enumerate(RANGE_STAMPS)]
     message = engine.error(write_csv(tmp_path, rows))
-    assert "1 row(s) with an unparsable timestamp in 'timestamp', e.g. " in message
+    assert "1 row(s) with an unparsable timestamp in 'timestamp' (dates are read as ISO, e.g. " in message
+    assert "name other spellings with --time-format, e.g. '%m/%d/%Y %H:%M'), e.g. " in message
     assert "log.csv row 3 (timestamp='not a date')" in message
     assert "4 row(s) with a timestamp in 'timestamp' outside 1677-09-22 .. 2262-04-11" in message
     assert "log.csv row 2 (timestamp='9999-12-31')" in message
@@ -235,7 +238,7 @@ def test_typed_parquet_timestamps_outside_range(tmp_path, engine, type_, value):
     )
     skip = PrepareOptions(on_bad_rows="skip")
     data = engine.function(path, options=skip)
-    assert_same_arrays(data, prepare_log(path, options=skip))
+    assert_same_arrays(data, prepare_log_pandas(path, options=skip))
     assert baskets_by_id(data) == {"c1": [["x"], ["z"]]}
     assert data.meta["report"]["rows_skipped"] == 1
 

@@ -1,8 +1,8 @@
-"""DuckDB ingestion only: agreement with pandas where the two could drift apart (id and time
-parsing, larger logs), the memory cap, and what only DuckDB reports.
+"""DuckDB ingestion: agreement with the pandas oracle where the two could drift apart (id and
+time parsing, larger logs), the memory cap, and what only DuckDB reports.
 
-The cases common to both engines (each also checking that DuckDB's dataset, report and message
-are pandas') are in test_ingest.py.
+The cases common to the engine and its oracle (each also checking that DuckDB's dataset, report
+and message are the oracle's) are in test_ingest.py.
 """
 
 from __future__ import annotations
@@ -13,21 +13,22 @@ from pathlib import Path
 
 import pytest
 
-from basketgnn.data.ingest import Columns, PrepareOptions, prepare_log
-from basketgnn.data.ingest_duckdb import prepare_log_duckdb
+from basketgnn.data.ingest import Columns, PrepareOptions
+from basketgnn.data.ingest import prepare_log as prepare_log_duckdb
 from basketgnn.data.synth import generate_log, write_log
 from basketgnn.errors import UserError
 
 # tests/ has no __init__.py: make the shared helpers next to this file importable from anywhere.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ingest_support import DUCKDB, ROWS, write_csv  # noqa: E402
+from pandas_oracle import prepare_log_pandas  # noqa: E402
 
 
-def test_meta_is_the_pandas_meta_plus_the_engine(tmp_path):
+def test_meta_is_the_oracle_meta_plus_the_engine(tmp_path):
     path = write_csv(tmp_path, ROWS)
     data = DUCKDB.prepare(path)
     assert data.meta["engine"] == "duckdb"
-    assert {k: v for k, v in data.meta.items() if k != "engine"} == prepare_log(path).meta
+    assert {k: v for k, v in data.meta.items() if k != "engine"} == prepare_log_pandas(path).meta
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ mid-training, bad-row handling, the report, and errors naming the key."""
 from __future__ import annotations
 
 import copy
+import html
 import io
 import json
 import os
@@ -61,7 +62,7 @@ def write_job(folder: Path, log_path: Path, **sections: dict[str, Any]) -> Path:
     """A pipeline file in ``folder`` (run_dir ``folder/run``, paths relative to the file)."""
     cfg: dict[str, Any] = {
         "run_dir": "run",
-        "input": {"path": os.path.relpath(log_path, folder), "engine": "pandas"},
+        "input": {"path": os.path.relpath(log_path, folder)},
         "models": {"baselines": ["p-topfreq"], "dnntsp": dict(DNNTSP)},
         "recommend": {"k": K},
         "report": {"title": "Pipeline test"},
@@ -269,24 +270,42 @@ def test_skipped_bad_rows_are_counted_and_shown_everywhere(bad_log, tmp_path):
     assert not (run_dir / "report_training.png").exists()
 
 
-def test_duckdb_engine_gives_the_same_recommendations_as_pandas(log, tmp_path):
-    try:
-        import basketgnn.data.ingest_duckdb  # noqa: F401
-    except ImportError as e:
-        pytest.skip(f"basketgnn.data.ingest_duckdb is not importable ({e})")
-    runs = {}
-    for engine in ("pandas", "duckdb"):
-        config = write_job(
-            tmp_path / engine, log[0], input={"engine": engine}, **copy.deepcopy(BASELINES_ONLY)
-        )
-        summary = run(config)
-        assert summary["ran"] == [s for s in ALL_STAGES if s != "fit_dnntsp"]
-        runs[engine] = tmp_path / engine / "run"
-    for name in ("recommendations.parquet", "recommendations.csv"):
-        assert (runs["duckdb"] / name).read_bytes() == (runs["pandas"] / name).read_bytes()
-    m = {e: json.loads((d / "metrics.json").read_text()) for e, d in runs.items()}
-    assert m["duckdb"]["data"]["engine"] == "duckdb"
-    assert without_timings(m["duckdb"]["models"]) == without_timings(m["pandas"]["models"])
+def test_where_returns_and_caps_are_counted_and_shown_everywhere(log, tmp_path):
+    df = log[1].assign(quantity=1)
+    df.loc[df.index % 10 == 0, "quantity"] = -1  # every 10th row a return
+    path = tmp_path / "export.csv"
+    write_log(df, path)
+    where = "item_id <> 'I0001'"
+    config = write_job(
+        tmp_path, path,
+        input={"path": path.name, "columns": {"quantity": "quantity"}, "where": where,
+               "max_basket_items": 2, "last_n": 4},
+        **copy.deepcopy(BASELINES_ONLY),
+    )  # fmt: skip
+    out = io.StringIO()
+    run(config, out)
+    run_dir = tmp_path / "run"
+    report = json.loads((run_dir / "metrics.json").read_text())["data"]["report"]
+    n_where = int((df["item_id"] == "I0001").sum())
+    n_returns = int(((df["quantity"] <= 0) & (df["item_id"] != "I0001")).sum())
+    assert (report["rows_dropped_where"], report["returns_excluded"]) == (n_where, n_returns)
+    assert report["baskets_capped"] > 0 and report["baskets_dropped_last_n"] > 0
+    lines = [
+        f"rows dropped by where: {n_where:,} of {len(df):,} read",
+        f"returns excluded (quantity <= 0): {n_returns:,} rows",
+        f"basket cap: {report['baskets_capped']:,} baskets capped",
+        f"last-N cap: {report['baskets_dropped_last_n']:,} older baskets dropped",
+    ]
+    page = html.unescape((run_dir / "report.html").read_text())
+    for text in (out.getvalue(), (run_dir / "pipeline.log").read_text(), page):
+        assert all(line in text for line in lines), text
+
+
+def test_a_bad_where_stops_the_job_naming_the_key(log, tmp_path):
+    config = write_job(tmp_path, log[0], input={"where": "item_id = "})
+    with pytest.raises(UserError, match=r"input\.where 'item_id = ' is not usable: Parser Error"):
+        run_pipeline(config)
+    assert not (tmp_path / "run" / "metrics.json").exists()
 
 
 def test_a_log_rewritten_with_the_same_content_reruns_only_prepare(log, tmp_path):
@@ -323,7 +342,7 @@ def test_a_catalogue_smaller_than_the_largest_k_is_evaluated_at_the_ks_it_has(tm
             r"models\.baselines\[0\]: Input should be a valid string \(got 3\); "
             r"models\.baselines\[0\]: Input should be a valid dictionary",
         ),
-        ({"input": {"engine": "spark"}}, r"input\.engine: .*'duckdb' or 'pandas'"),
+        ({"input": {"engine": "pandas"}}, r"input\.engine: .*'duckdb'"),
         ({"split": {"kind": "weekly"}}, r"split\.kind"),
         ({"models": {"dnntsp": {"lr": -1}}}, r"models\.dnntsp: .*lr"),
         ({"models": {"baselines": ["most-popular"]}}, r"models\.baselines\[0\]: Unknown baseline"),
