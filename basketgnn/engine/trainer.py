@@ -39,7 +39,13 @@ from torch import nn
 
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances, prefix_instances
-from basketgnn.engine.addons import ADDON_OPTIONS, AddOnChoice, NeighbourAddOn, choose_addon
+from basketgnn.engine.addons import (
+    ADDON_OPTIONS,
+    AddOnChoice,
+    NeighbourAddOn,
+    choose_addon,
+    wants_addon,
+)
 from basketgnn.engine.checkpoint import save_checkpoint
 from basketgnn.engine.losses import compute_loss, multi_hot
 from basketgnn.engine.options import TrainOptions
@@ -265,7 +271,7 @@ def train_model(
         module.load_state_dict(best["state"])
     module.eval()
     addon, choice = None, None
-    if best["state"] is not None:
+    if best["state"] is not None and wants_addon(config):
         # The ranking add-on step: any model, from its validation scores.
         _, val_scores = validation_metrics(module, val_source, data, validate, device)
         addon, choice = choose_addon(config, val_scores, data, pool_train, validate)
