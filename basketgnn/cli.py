@@ -217,7 +217,7 @@ def evaluate(
     split: Annotated[str, typer.Option(help="Part to evaluate on: test or validate.")] = "test",
     split_kind: SplitOpt = "auto",
     seed: Annotated[int, typer.Option(help="Seed of a random split.")] = 0,
-    device: Annotated[str | None, typer.Option(help="torch device for --checkpoint.")] = None,
+    device: Annotated[str | None, typer.Option(help="torch device (a checkpoint or a neural --model).")] = None,
     output: Annotated[Path | None, typer.Option(help="Write the result as JSON here.")] = None,
 ) -> None:
     """Metrics of a model fitted on the split's training part (neural models choose their best

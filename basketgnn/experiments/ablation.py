@@ -21,8 +21,9 @@ lines written before data_hash existed).
 
 Each line of ``results.jsonl`` holds::
 
-    dataset, data_path, data_hash, variant, kind ("dnntsp" | "baseline"), seed (null for
-    baselines), config (full effective DNNTSP config, or the fitted baseline's parameters),
+    dataset, data_path, data_hash, variant, kind (the trained model's registry name, e.g.
+    "dnntsp", or "baseline"), seed (null for baselines), config (the trained model's full
+    effective config, or the fitted baseline's parameters),
     config_hash,
     split (name of the split used), metrics (every metric of evaluate_model on the test part;
     null where undefined), train_s, score_s, best_epoch, epochs_run (null for baselines),
