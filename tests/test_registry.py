@@ -55,3 +55,28 @@ def test_the_registry_and_the_cli_import_no_model_until_one_is_used():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_front_ends_and_the_engine_import_no_model_implementation():
+    """Models are reached through the registry only: the CLI, pipeline, ablation, workflow core
+    and engine import no model package and no baseline class (the add-on step's neighbour
+    machinery excepted)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(registry.__file__).parent
+    files = [root / "cli.py", root / "workflow.py", root / "pipeline" / "run.py",
+             root / "experiments" / "ablation.py", *sorted((root / "engine").glob("*.py"))]
+    allowed = {"basketgnn.models.neighbours"}
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            for name in names:
+                specific = name.startswith("basketgnn.models") or name in (
+                    "basketgnn.recommenders.tifu_knn", "basketgnn.recommenders.topfreq")
+                assert not specific or name in allowed, f"{path.name} imports {name}"
