@@ -481,8 +481,8 @@ def pipeline(
     config: Annotated[Path, typer.Argument(help="Pipeline YAML (see pipelines/example.yaml).")],
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
 ) -> None:
-    """Run a whole nightly job from one YAML: ingest -> prepare -> split -> train DNNTSP and the
-    baselines -> evaluate -> top-k for every customer -> report.
+    """Run a whole nightly job from one YAML: ingest -> prepare -> split -> train the named models
+    (DNNTSP by default) and the baselines -> evaluate -> top-k for every customer -> report.
 
     Every stage is cached under the run folder by a hash of its inputs and settings: an
     unchanged rerun takes seconds, and a killed run resumes (mid-training too).
@@ -508,7 +508,8 @@ def ablate(
         bool, typer.Option(help="Only rebuild table.md and chart.png from results.jsonl.")
     ] = False,
 ) -> None:
-    """Run a grid of DNNTSP variants x datasets x seeds plus baselines; finished runs are skipped.
+    """Run a grid of model variants (DNNTSP by default) x datasets x seeds plus baselines;
+    finished runs are skipped.
 
     Every run appends one JSON line to OUT/results.jsonl; OUT/table.md (mean ± std, best in
     bold) and OUT/chart.png are made from those lines.
