@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from basketgnn import registry
 from basketgnn.data.ingest import DEFAULT_MAX_BASKET_ITEMS
 from basketgnn.errors import UserError
 
@@ -268,50 +269,62 @@ def evaluate(
         ),
     ] = None,
     model: Annotated[
-        str | None, typer.Option(help="Baseline name: g-topfreq, p-topfreq, tifu-knn.")
+        str | None,
+        typer.Option(help=f"Model to fit on the split's training part: {registry.help_text()}."),
     ] = None,
     checkpoint: Annotated[
-        Path | None, typer.Option(help="A DNNTSP checkpoint (best.pt) instead of --model.")
+        Path | None, typer.Option(help="A trained model's checkpoint (best.pt) instead of --model.")
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option(help="YAML options of a neural --model (see `basketgnn config`).")
     ] = None,
     split: Annotated[str, typer.Option(help="Part to evaluate on: test or validate.")] = "test",
     split_kind: SplitOpt = "auto",
     seed: Annotated[int, typer.Option(help="Seed of a random split.")] = 0,
-    device: Annotated[str | None, typer.Option(help="torch device for --checkpoint.")] = None,
+    device: Annotated[str | None, typer.Option(help="torch device (a checkpoint or a neural --model).")] = None,
     output: Annotated[Path | None, typer.Option(help="Write the result as JSON here.")] = None,
 ) -> None:
-    """Metrics of a baseline (fitted on the training part) or of a trained DNNTSP checkpoint.
+    """Metrics of a model fitted on the split's training part (neural models choose their best
+    epoch on its validation part), or of a trained checkpoint.
 
-    Examples: `basketgnn evaluate --data TaFeng.json --model p-topfreq --output pt.json` and
+    Examples: `basketgnn evaluate --data TaFeng.json --model p-topfreq --output pt.json`,
+    `basketgnn evaluate --data TaFeng.json --model dnntsp --config small.yaml` and
     `basketgnn evaluate --checkpoint runs/tafeng/best.pt --output dnntsp.json`
     """
-    from basketgnn.data.split import make_split
-    from basketgnn.evaluate import fit_and_evaluate, result_record
+    from basketgnn import workflow
+    from basketgnn.config import load_config
     from basketgnn.io_utils import write_json
-    from basketgnn.recommenders.registry import make_baseline
 
     if (model is None) == (checkpoint is None):
         raise UserError(
-            "Name exactly one model: --model (g-topfreq, p-topfreq, tifu-knn) or --checkpoint FILE."
+            f"Name exactly one model: --model ({', '.join(registry.names())}) or --checkpoint FILE."
         )
+    if config is not None and (model is None or not registry.is_neural(model)):
+        raise UserError("--config sets the options of a neural --model; remove it here.")
     t0 = time.perf_counter()
-    recommender: Any
     if checkpoint is not None:
         recommender, dataset, data = _checkpoint_and_data(checkpoint, data, device)
         if split_kind == "auto":
             split_kind = recommender.checkpoint.get("split_spec", "auto")
+        entry = workflow.ModelEntry(recommender.name)
     else:
         assert model is not None
-        recommender = make_baseline(model)
+        registry.check_name(model, "--model: ")
         if data is None:
             raise UserError("--data is required with --model.")
+        options = load_config(config, model=model, device=device) if registry.is_neural(model) else None
+        entry = workflow.ModelEntry(model, options)
         dataset = _load(data)
-    sp = make_split(dataset, split_kind, seed)
+    sp = workflow.split(dataset, split_kind, seed)
+    _ = sp[split]  # an unknown part stops here, before any fitting
     load_s = time.perf_counter() - t0
-    # A baseline is fitted on the training part here; a checkpoint is trained already.
-    metrics, timing = fit_and_evaluate(recommender, dataset, sp, split, fit=checkpoint is None)
-    record = result_record(
-        recommender, str(data), sp, split, metrics, {"load": load_s, **timing}, len(sp[split])
-    )
+    if checkpoint is not None:  # trained already
+        outcome = workflow.FitOutcome(entry, recommender, 0.0)
+    else:  # fitted on the training part here, like every model
+        outcome = workflow.fit(entry, dataset, sp, progress=True, on_epoch=_epoch_printer(t0))
+    result = workflow.evaluate(outcome, dataset, sp, split, str(data))
+    record = result.to_json()
+    record["timing_s"] = {"load": round(load_s, 3), **record["timing_s"]}
     print_results([record])
     if output is not None:
         write_json(output, record)
@@ -326,9 +339,9 @@ def _load(path: Path) -> Any:
 
 def _checkpoint_and_data(checkpoint: Path, data: Path | None, device: str | None) -> tuple[Any, Any, Path]:
     """The checkpoint's recommender and the data aligned to its catalogue."""
-    from basketgnn.recommenders.dnntsp import DNNTSPRecommender
+    from basketgnn.engine.recommender import NeuralRecommender
 
-    recommender = DNNTSPRecommender.from_checkpoint(checkpoint, device)
+    recommender = NeuralRecommender.from_checkpoint(checkpoint, device)
     if data is None:
         if "data" not in recommender.checkpoint:
             raise UserError(f"{checkpoint} does not record its data; pass --data.")
@@ -345,8 +358,11 @@ def _checkpoint_and_data(checkpoint: Path, data: Path | None, device: str | None
 @app.command()
 def train(
     data: DataOpt,
+    model: Annotated[
+        str, typer.Option(help=f"Model to train: {registry.help_text('neural')}.")
+    ] = registry.DEFAULT_MODEL,
     config: Annotated[
-        Path | None, typer.Option(help="YAML file of DNNTSP options (see `basketgnn config`).")
+        Path | None, typer.Option(help="YAML file of the model's options (see `basketgnn config --model NAME`).")
     ] = None,
     out: Annotated[Path, typer.Option(help="Run folder: best.pt, train_log.jsonl, resume.pt.")] = Path(
         "runs/dnntsp"
@@ -355,60 +371,62 @@ def train(
     epochs: Annotated[int | None, typer.Option(help="Override the config's epochs.")] = None,
     seed: Annotated[int | None, typer.Option(help="Override the config's seed.")] = None,
     device: Annotated[str | None, typer.Option(help="torch device, e.g. cpu or cuda.")] = None,
-    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar (at a terminal).")] = True,
 ) -> None:
-    """Train DNNTSP; keeps the epoch with the best mean validation NDCG as OUT/best.pt.
+    """Train a neural model; keeps the epoch with the best mean validation NDCG as OUT/best.pt.
 
     An interrupted run resumes from OUT/resume.pt when started again with the same settings.
 
-    Example: `basketgnn train --data TaFeng.json --out runs/tafeng --epochs 60`
+    Example: `basketgnn train --model dnntsp --data TaFeng.json --out runs/tafeng --epochs 60`
     """
     from basketgnn.config import load_config
     from basketgnn.data.split import make_split, save_split
+    from basketgnn.engine.checkpoint import stamp_checkpoint
     from basketgnn.evaluate import evaluate_model
-    from basketgnn.recommenders.dnntsp import DNNTSPRecommender
-    from basketgnn.train.checkpoint import stamp_checkpoint
 
-    cfg = load_config(config, epochs=epochs, seed=seed, device=device)
+    registry.check_name(model, "--model: ", "neural")
+    cfg = load_config(config, model=model, epochs=epochs, seed=seed, device=device)
     dataset = _load(data)
     sp = make_split(dataset, split_kind, cfg.seed)
-
-    def show(r: dict[str, Any]) -> None:
-        k = _first_k(r, "val_")
-        console.print(
-            f"epoch {r['epoch']:3d}  loss {r['train_loss']:.4f}  "
-            f"val recall@{k} {r[f'val_recall@{k}']:.4f}  ndcg@{k} {r[f'val_ndcg@{k}']:.4f}  "
-            f"mean ndcg {r['val_mean_ndcg']:.4f}  {r['train_s']:.1f}s"
-            + ("  [green]best[/]" if r["best"] else ""),
-            highlight=False,
-        )
-
-    rec = DNNTSPRecommender(cfg, out_dir=out, progress=progress, on_epoch=show)
+    t0 = time.perf_counter()
+    rec = registry.make_recommender(
+        model, cfg, out_dir=out, progress=progress, on_epoch=_epoch_printer(t0)
+    )
     console.print(
-        f"training DNNTSP on {data} ({sp.name}: {len(sp['train']):,} train / "
+        f"training {model} on {data} ({sp.name}: {len(sp['train']):,} train / "
         f"{len(sp['validate']):,} validate users) -> {out}"
     )
     rec.fit(dataset, sp["train"], sp["validate"])
-    assert rec.result is not None and rec.model is not None
+    result = rec.result  # type: ignore[attr-defined]
+    assert result is not None
     # The exact split travels with the checkpoint, so evaluation never sees training users.
     save_split(sp, dataset, out / "split.json")
     stamp_checkpoint(out / "best.pt", data, str((out / "split.json").resolve()))
-    if rec.result.neighbours is not None:
-        console.print(_neighbour_line(rec.result.neighbours), highlight=False)
+    if result.addon is not None:
+        console.print(result.addon.describe(), highlight=False)
     metrics, _ = evaluate_model(rec, dataset, sp["validate"])
     k = _first_k(metrics)
     console.print(
-        f"best epoch {rec.result.best_epoch} of {rec.result.epochs_run} "
-        f"({rec.result.seconds:.0f}s); validation recall@{k} {metrics[f'recall@{k}']:.4f} "
+        f"best epoch {result.best_epoch} of {result.epochs_run} "
+        f"({result.seconds:.0f}s); validation recall@{k} {metrics[f'recall@{k}']:.4f} "
         f"ndcg@{k} {metrics[f'ndcg@{k}']:.4f}; checkpoint {out / 'best.pt'}"
     )
 
 
-def _neighbour_line(choice: dict[str, Any]) -> str:
-    """What validation chose for the neighbour scores (train.trainer.choose_neighbours)."""
-    if choice["weight"] > 0:
-        return f"neighbour scores: weight {choice['weight']} with {choice['k']} neighbours"
-    return "neighbour scores: off (weight 0 ranked best on the validation customers)"
+def _epoch_printer(t0: float, indent: str = "") -> Any:
+    """One line per epoch (with the time since ``t0``): the whole record where no bar is drawn."""
+
+    def show(r: dict[str, Any]) -> None:
+        k = _first_k(r, "val_")
+        console.print(
+            f"{indent}epoch {r['epoch']:3d}  loss {r['train_loss']:.4f}  "
+            f"val recall@{k} {r[f'val_recall@{k}']:.4f}  ndcg@{k} {r[f'val_ndcg@{k}']:.4f}  "
+            f"mean ndcg {r['val_mean_ndcg']:.4f}  {r['train_s']:.1f}s  "
+            f"[{time.perf_counter() - t0:.0f}s]" + ("  [green]best[/]" if r["best"] else ""),
+            highlight=False,
+        )
+
+    return show
 
 
 def _first_k(metrics: dict[str, Any], prefix: str = "") -> int:
@@ -418,7 +436,7 @@ def _first_k(metrics: dict[str, Any], prefix: str = "") -> int:
 
 @app.command()
 def predict(
-    checkpoint: Annotated[Path, typer.Option(help="A DNNTSP checkpoint (best.pt).")],
+    checkpoint: Annotated[Path, typer.Option(help="A trained model's checkpoint (best.pt).")],
     user: Annotated[
         str | None, typer.Option(help="A customer id of --data; predicts from their full history.")
     ] = None,
@@ -459,9 +477,9 @@ def predict(
         u = index[user]
         n_hist = int(dataset.n_baskets_per_user[u])
     else:
-        from basketgnn.recommenders.dnntsp import DNNTSPRecommender
+        from basketgnn.engine.recommender import NeuralRecommender
 
-        rec = DNNTSPRecommender.from_checkpoint(checkpoint, device)
+        rec = NeuralRecommender.from_checkpoint(checkpoint, device)
         try:
             baskets = json.loads(history or "")
             ok = isinstance(baskets, list) and all(isinstance(b, list) for b in baskets)
@@ -500,7 +518,7 @@ def predict(
 
 @app.command()
 def recommend(
-    checkpoint: Annotated[Path, typer.Option(help="A DNNTSP checkpoint (best.pt).")],
+    checkpoint: Annotated[Path, typer.Option(help="A trained model's checkpoint (best.pt).")],
     out: Annotated[Path, typer.Option(help="Output file: .parquet or .csv.")],
     data: Annotated[
         Path | None, typer.Option(help="Customers to recommend for (default: the checkpoint's data).")
@@ -531,8 +549,8 @@ def pipeline(
     config: Annotated[Path, typer.Argument(help="Pipeline YAML (see pipelines/example.yaml).")],
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
 ) -> None:
-    """Run a whole nightly job from one YAML: ingest -> prepare -> split -> train DNNTSP and the
-    baselines -> evaluate -> top-k for every customer -> report.
+    """Run a whole nightly job from one YAML: ingest -> prepare -> split -> train the named models
+    (DNNTSP by default) and the baselines -> evaluate -> top-k for every customer -> report.
 
     Every stage is cached under the run folder by a hash of its inputs and settings: an
     unchanged rerun takes seconds, and a killed run resumes (mid-training too).
@@ -558,7 +576,8 @@ def ablate(
         bool, typer.Option(help="Only rebuild table.md and chart.png from results.jsonl.")
     ] = False,
 ) -> None:
-    """Run a grid of DNNTSP variants x datasets x seeds plus baselines; finished runs are skipped.
+    """Run a grid of model variants (DNNTSP by default) x datasets x seeds plus baselines;
+    finished runs are skipped.
 
     Every run appends one JSON line to OUT/results.jsonl; OUT/table.md (mean ± std, best in
     bold) and OUT/chart.png are made from those lines.
@@ -576,11 +595,20 @@ def ablate(
 
 
 @app.command("config")
-def show_config() -> None:
-    """Print every DNNTSP option with its default, as a YAML file to edit for `train --config`."""
+def show_config(
+    model: Annotated[
+        str, typer.Option(help=f"Model: {registry.help_text('neural')}.")
+    ] = registry.DEFAULT_MODEL,
+) -> None:
+    """Print every option of a model with its default, as a YAML file to edit for
+    `train --config`.
+
+    Example: `basketgnn config --model dnntsp > my.yaml`
+    """
     from basketgnn.config import config_reference
 
-    print(config_reference(), end="")
+    registry.check_name(model, "--model: ", "neural")
+    print(config_reference(model), end="")
 
 
 DEFAULT_LOG = Path(__file__).resolve().parent.parent / "data" / "demo_transactions.csv"
@@ -592,68 +620,75 @@ def demo(
         "runs/demo"
     ),
     log: Annotated[Path, typer.Option(help="Transaction log to run on.")] = DEFAULT_LOG,
+    model: Annotated[
+        str, typer.Option(help=f"Neural model to train: {registry.help_text('neural')}.")
+    ] = registry.DEFAULT_MODEL,
     config: Annotated[
-        Path | None, typer.Option(help="DNNTSP options (YAML); default: data/demo_config.yaml.")
+        Path | None,
+        typer.Option(help="The model's options (YAML); default for dnntsp: data/demo_config.yaml."),
     ] = None,
-    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+    progress: Annotated[bool, typer.Option(help="Show progress bars (at a terminal).")] = True,
 ) -> None:
     """The main job on the embedded default data: prepare the log, evaluate the baselines,
-    train DNNTSP, compare all on the same test customers, and write top-20 recommendations.
+    train a neural model (DNNTSP), compare all on the same test customers, and write top-20
+    recommendations.
 
-    Writes OUT/data/ (prepared dataset), OUT/dnntsp/ (best.pt, train_log.jsonl),
+    Writes OUT/data/ (prepared dataset), OUT/MODEL/ (best.pt, train_log.jsonl),
     OUT/metrics.json (one record per model) and OUT/recommendations.{parquet,csv}.
 
     Example: `basketgnn demo --out runs/demo`
     """
+    from basketgnn import workflow
     from basketgnn.config import load_config
-    from basketgnn.data.ingest import prepare_log
-    from basketgnn.data.split import make_split
-    from basketgnn.evaluate import fit_and_evaluate, result_record
+    from basketgnn.engine.checkpoint import stamp_checkpoint
     from basketgnn.io_utils import publish_files, write_json
-    from basketgnn.recommend import recommend_all, write_recommendations
-    from basketgnn.recommenders.dnntsp import DNNTSPRecommender
-    from basketgnn.recommenders.registry import BASELINES, make_baseline
-    from basketgnn.train.checkpoint import stamp_checkpoint
+    from basketgnn.recommend import write_recommendations
 
+    registry.check_name(model, "--model: ", "neural")
     t_start = time.perf_counter()
-    data = prepare_log(log)
+
+    def say(message: str) -> None:
+        console.print(f"[{time.perf_counter() - t_start:5.0f}s] {message}", highlight=False)
+
+    data = workflow.prepare(log)
     data.save(out / "data")
-    console.print(
+    say(
         f"[bold]1. prepare[/] {log} -> {out / 'data'}: {data.n_users:,} customers, "
         f"{data.n_items:,} items, {data.n_baskets:,} baskets"
     )
-    sp = make_split(data, "temporal")
-    console.print(
+    sp = workflow.split(data, "temporal")
+    say(
         f"[bold]2. split[/] {sp.name}: each customer's last basket is the test target, the one "
         f"before it the validation target"
     )
-    records = []
-    for name in BASELINES:
-        model = make_baseline(name)
-        metrics, timing = fit_and_evaluate(model, data, sp)
-        records.append(
-            result_record(model, str(out / "data"), sp, "test", metrics, timing, len(sp["test"]))
-        )
-    console.print(f"[bold]3. baselines[/] {', '.join(BASELINES)} fitted and evaluated")
+    baselines = registry.names("baseline")
+    if config is None and model == registry.DEFAULT_MODEL:
+        config = DEFAULT_LOG.parent / "demo_config.yaml"
+    cfg = load_config(config, model=model)
+    entries = [workflow.ModelEntry(name) for name in baselines]
+    entries.append(workflow.ModelEntry(model, cfg, out_dir=out / model))
 
-    cfg = load_config(config or DEFAULT_LOG.parent / "demo_config.yaml")
-    console.print(f"[bold]4. train DNNTSP[/] -> {out / 'dnntsp'}")
-    dnntsp = DNNTSPRecommender(cfg, out_dir=out / "dnntsp", progress=progress)
-    metrics, timing = fit_and_evaluate(dnntsp, data, sp)
-    assert dnntsp.result is not None
-    stamp_checkpoint(out / "dnntsp" / "best.pt", out / "data", "temporal")
-    console.print(
-        f"   best epoch {dnntsp.result.best_epoch} of {dnntsp.result.epochs_run} "
-        f"({timing['fit']:.0f}s)"
+    def on_model(result: Any) -> None:
+        if result.model in baselines:
+            say(f"[bold]3. baseline[/] {result.model} fitted and evaluated")
+            if result.model == baselines[-1]:
+                say(f"[bold]4. train {model}[/] -> {out / model}")
+        else:
+            say(f"   best epoch {result.best_epoch} of {result.epochs_run} ({result.timing_s['fit']:.0f}s)")
+
+    experiment = workflow.Experiment(
+        data, sp, entries, data_label=str(out / "data"), progress=progress,
+        on_epoch=lambda entry, r: _epoch_printer(t_start, "   ")(r), on_model=on_model,
     )
-    if dnntsp.result.neighbours is not None:
-        console.print(f"   {_neighbour_line(dnntsp.result.neighbours)}", highlight=False)
-    records.append(
-        result_record(dnntsp, str(out / "data"), sp, "test", metrics, timing, len(sp["test"]))
-    )
+    results = experiment.run()
+    stamp_checkpoint(out / model / "best.pt", out / "data", "temporal")
+    trained = experiment.fitted[model]
+    if trained.training is not None and trained.training.addon is not None:
+        say(f"   {trained.training.addon.describe()}")
+    records = [r.to_json() for r in results]
     print_results(records)
 
-    recs = recommend_all(dnntsp, data, 20)
+    recs = workflow.recommend(trained.recommender, data, 20)
     # The three results are published as one set: a crash never mixes old and new files.
     with tempfile.TemporaryDirectory(dir=out) as tmp:
         write_json(Path(tmp) / "metrics.json", records)
@@ -662,25 +697,21 @@ def demo(
         publish_files(
             out, [Path(tmp) / n for n in ("metrics.json", "recommendations.parquet", "recommendations.csv")]
         )
-    console.print(
+    say(
         f"[bold]5. recommend[/] top-20 for all {data.n_users:,} customers -> "
         f"{out / 'recommendations.parquet'} (and .csv)"
     )
-    first = recs[recs["customer_id"] == recs["customer_id"].iloc[0]].head(5)
-    console.print(
-        f"   e.g. customer {first['customer_id'].iloc[0]}: "
-        + ", ".join(f"{i} ({s:.2f})" for i, s in zip(first["item_id"], first["score"]))
-    )
+    console.print(f"   e.g. {workflow.first_customer_line(recs)}", highlight=False)
     console.print(
         f"done in {time.perf_counter() - t_start:.0f}s; metrics in {out / 'metrics.json'}. Next: "
-        f"`basketgnn predict --checkpoint {out / 'dnntsp' / 'best.pt'} --user "
-        f"{first['customer_id'].iloc[0]}`"
+        f"`basketgnn predict --checkpoint {out / model / 'best.pt'} --user "
+        f"{recs['customer_id'].iloc[0]}`"
     )
 
 
 def print_results(records: list[dict[str, Any]]) -> None:
     """A readable table: one row per metric@K, one column per model (best value in bold)."""
-    from rich.table import Table
+    from basketgnn.results_table import from_records, to_rich
 
     first = records[0]
     console.print(
@@ -688,26 +719,10 @@ def print_results(records: list[dict[str, Any]]) -> None:
         f"({first['n_users']:,} users)",
         highlight=False,
     )
-    table = Table()
-    table.add_column("metric")
-    for r in records:
-        table.add_column(r["model"], justify="right")
-    ks = sorted({int(k.split("@")[1]) for k in first["metrics"] if "@" in k})
-    for k in ks:
-        for m in ("recall", "ndcg", "phr"):
-            key = f"{m}@{k}"
-            values = [r["metrics"].get(key) for r in records]
-            top = max((v for v in values if v is not None), default=None)
-            cells = [
-                "-" if v is None else (f"[bold]{v:.4f}[/]" if v == top and len(records) > 1 else f"{v:.4f}")
-                for v in values
-            ]
-            table.add_row(key, *cells, end_section=(m == "phr"))
-    table.add_row(
-        "fit+score s",
-        *[f"{r['timing_s'].get('fit', 0) + r['timing_s'].get('score', 0):.2f}" for r in records],
-    )
-    console.print(table)
+    ks = sorted({int(k.split("@")[1]) for k in first["metrics"] if "@" in k and "_" not in k})
+    columns = [f"{m}@{k}" for k in ks for m in ("recall", "ndcg", "phr")]
+    seconds = [f"{r['timing_s'].get('fit', 0) + r['timing_s'].get('score', 0):.2f}" for r in records]
+    console.print(to_rich(from_records(records, columns), [("fit+score s", seconds)]))
 
 
 def main() -> None:

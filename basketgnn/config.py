@@ -1,4 +1,5 @@
-"""The one place that turns a YAML file and command-line overrides into a DNNTSPConfig."""
+"""The one YAML loader, and the one place that turns a YAML file and command-line overrides into
+a model's config (any registered neural model; ``dnntsp`` by default)."""
 
 from __future__ import annotations
 
@@ -8,31 +9,47 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from basketgnn.engine.options import TrainOptions
 from basketgnn.errors import UserError
-from basketgnn.models.dnntsp import DNNTSPConfig
+from basketgnn.registry import DEFAULT_MODEL, config_class
 
 
-def load_config(path: str | Path | None = None, **overrides: Any) -> DNNTSPConfig:
-    """Defaults, then the YAML file's keys, then non-None ``overrides``.
+def load_yaml(path: str | Path, what: str, *, allow_empty: bool = False) -> dict[str, Any]:
+    """A YAML file that must hold a mapping (a config, a pipeline, an ablation spec).
+
+    An unreadable file, bad YAML or anything but a mapping is a :class:`UserError` naming the
+    file and ``what`` it should be (e.g. "the config", "the pipeline file").
+    """
+    path = Path(path)
+    try:
+        loaded = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise UserError(f"{path}: cannot read {what} ({e}).") from None
+    if loaded is None and allow_empty:
+        return {}
+    if not isinstance(loaded, dict):
+        raise UserError(f"{path}: {what} must be a mapping of key: value.")
+    return loaded
+
+
+def load_config(
+    path: str | Path | None = None, *, model: str = DEFAULT_MODEL, **overrides: Any
+) -> TrainOptions:
+    """``model``'s config: defaults, then the YAML file's keys, then non-None ``overrides``.
 
     Unknown keys and bad values are a :class:`UserError` naming the key and the valid ones.
     """
+    config_cls = config_class(model)
     values: dict[str, Any] = {}
     if path is not None:
         path = Path(path)
-        try:
-            loaded = yaml.safe_load(path.read_text()) or {}
-        except (OSError, yaml.YAMLError) as e:
-            raise UserError(f"{path}: cannot read the config ({e}).") from None
-        if not isinstance(loaded, dict):
-            raise UserError(f"{path}: the config must be a mapping of option: value.")
-        values.update(loaded)
+        values.update(load_yaml(path, "the config", allow_empty=True))
     values.update({k: v for k, v in overrides.items() if v is not None})
     try:
-        return DNNTSPConfig(**values)
+        return config_cls(**values)
     except ValidationError as e:
         where = f"{path}: " if path is not None else ""
-        problems = describe_validation_error(e, DNNTSPConfig)
+        problems = describe_validation_error(e, config_cls)
         raise UserError(f"{where}invalid config ({problems}).") from None
 
 
@@ -82,10 +99,15 @@ def _valid_keys(model: type[BaseModel], loc: list[str | int]) -> list[str]:
     return list(model.model_fields)
 
 
-def config_reference() -> str:
-    """Every option with its default and description, as commented YAML."""
+def config_reference(model: str = DEFAULT_MODEL) -> str:
+    """Every option of ``model`` with its default and description, as commented YAML."""
+    fields = config_class(model).model_fields
+    # The model's own options first, then the engine's training options.
+    order = [n for n in fields if n not in TrainOptions.model_fields] + [
+        n for n in fields if n in TrainOptions.model_fields
+    ]
     lines = []
-    for name, f in DNNTSPConfig.model_fields.items():
+    for name, f in ((n, fields[n]) for n in order):
         lines.append(f"# {f.description}")
         lines.append(f"{name}: {yaml.safe_dump(f.default).strip().removesuffix('...').strip()}")
     return "\n".join(lines) + "\n"

@@ -18,8 +18,7 @@ from basketgnn.config import load_config
 from basketgnn.data.ingest import read_dnntsp_json
 from basketgnn.data.split import make_split
 from basketgnn.evaluate import fit_and_evaluate
-from basketgnn.recommenders.dnntsp import DNNTSPRecommender
-from basketgnn.recommenders.registry import BASELINES, make_baseline
+from basketgnn.registry import make_baseline, make_recommender, names
 
 
 def main() -> None:
@@ -28,6 +27,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2])
     ap.add_argument("--set", nargs="*", default=[], help="config overrides key=value (YAML values)")
     ap.add_argument("--tag", default="default")
+    ap.add_argument("--model", default="dnntsp", help="registry name of the trained model")
     ap.add_argument("--baselines", action="store_true", help="evaluate the baselines instead")
     args = ap.parse_args()
 
@@ -35,7 +35,7 @@ def main() -> None:
     data = read_dnntsp_json(path)
     split = make_split(data)
     if args.baselines:
-        for name in BASELINES:
+        for name in names("baseline"):
             model = make_baseline(name)
             metrics, timing = fit_and_evaluate(model, data, split)
             row = {"model": name, "tag": "baseline", "params": model.params(), "data": args.data,
@@ -47,21 +47,21 @@ def main() -> None:
 
     overrides = {k: yaml.safe_load(v) for k, v in (kv.split("=", 1) for kv in args.set)}
     for seed in args.seeds:
-        config = load_config(None, **{**overrides, "seed": seed})
-        rec = DNNTSPRecommender(config)
+        config = load_config(None, model=args.model, **{**overrides, "seed": seed})
+        rec = make_recommender(args.model, config)
         metrics, timing = fit_and_evaluate(rec, data, split)
         train_s, score_s = timing["fit"], timing["score"]
         assert rec.result is not None
-        row = {"model": "dnntsp", "tag": args.tag, "config": config.model_dump(), "seed": seed,
+        row = {"model": args.model, "tag": args.tag, "config": config.model_dump(), "seed": seed,
                "data": args.data, "split": split.name, "metrics": metrics,
                "best_epoch": rec.result.best_epoch, "epochs_run": rec.result.epochs_run,
                "train_s": round(train_s, 1), "score_s": round(score_s, 3),
                "best_validation_mean_ndcg": round(rec.result.best_validation["mean_ndcg"], 5),
-               "neighbours": rec.result.neighbours,
+               "neighbours": rec.result.addon and rec.result.addon.as_dict(),
                "peak_rss_mb": round(peak_rss_mb())}
-        choice = rec.result.neighbours or {}
+        choice = rec.result.addon
         print(args.tag, seed, f"best {rec.result.best_epoch}/{rec.result.epochs_run}", f"{train_s:.0f}s",
-              f"neighbours k={choice.get('k')} w={choice.get('weight')}",
+              choice.describe() if choice is not None else "no add-on",
               {k: round(v, 4) for k, v in metrics.items() if k.endswith(("@10", "@20")) and "_" not in k},
               flush=True)
         append_result("accuracy", row)

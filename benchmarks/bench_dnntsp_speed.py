@@ -2,6 +2,11 @@
 time to score every test user (with and without neighbour scores).
 
     .venv/bin/python benchmarks/bench_dnntsp_speed.py --data TaFeng [--epochs 3]
+    .venv/bin/python benchmarks/bench_dnntsp_speed.py --data TaFeng --epochs 3 --engine
+
+With ``--engine`` the epochs are run by the training engine itself (``basketgnn train``'s code
+path: batching, loss, optimiser, validation), and its per-epoch ``train_s`` is recorded; it also
+runs against a checkout from before the engine (``train.trainer``), to compare the two.
 
 Parts: graph batching (collate), GCN, attention (incl. scatter to padded sequences),
 aggregation + scorer, loss + backward + optimiser step. Forward parts are timed around the
@@ -13,6 +18,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -23,8 +29,6 @@ from basketgnn.data.split import make_split
 from basketgnn.graph.cooccurrence import build_user_graphs
 from basketgnn.models.dnntsp import DNNTSP, DNNTSPConfig
 from basketgnn.models.neighbours import NeighbourPool
-from basketgnn.train.losses import compute_loss, multi_hot
-from basketgnn.train.trainer import length_batches, setup_torch
 
 
 def timed_forward(model: DNNTSP, batch, parts: dict[str, float]) -> torch.Tensor:
@@ -49,7 +53,13 @@ def main() -> None:
     ap.add_argument("--data", default="TaFeng")
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--engine", action="store_true", help="time the training engine's own epochs")
     args = ap.parse_args()
+    if args.engine:
+        engine_epochs(args)
+        return
+    from basketgnn.engine.losses import compute_loss, multi_hot
+    from basketgnn.engine.trainer import length_batches, setup_torch
 
     config = DNNTSPConfig(threads=args.threads)
     device = setup_torch(config)
@@ -84,17 +94,18 @@ def main() -> None:
         print(f"epoch {epoch + 1}: {epoch_times[-1]:.2f}s  " + "  ".join(f"{k} {v:.2f}s" for k, v in parts.items()))
 
     test = split["test"]
-    from basketgnn.recommenders.dnntsp import DNNTSPRecommender
+    from basketgnn.engine.addons import NeighbourAddOn
+    from basketgnn.engine.recommender import NeuralRecommender
+    from basketgnn.models.dnntsp import SPEC
 
-    rec = DNNTSPRecommender(config)
+    rec = NeuralRecommender(SPEC, config)
     rec.model = model
     score_t = time.perf_counter()
     rec.score(data, test)
     score_s = time.perf_counter() - score_t
     # The same with neighbour scores in the ranking (what a model whose validation chose a
     # weight > 0 does): the neighbour search over the training customers is included.
-    model.neighbour_pool = NeighbourPool.build(data, split["train"], k=300)
-    model.neighbour_weight = 0.1
+    rec.addon = NeighbourAddOn(NeighbourPool.build(data, split["train"], k=300), 0.1)
     score_t = time.perf_counter()
     rec.score(data, test)
     score_nbr_s = time.perf_counter() - score_t
@@ -110,6 +121,47 @@ def main() -> None:
         "score_test_users": len(test),
         "score_test_s": round(score_s, 3),
         "score_test_with_neighbours_s": round(score_nbr_s, 3),
+        "peak_rss_mb": round(peak_rss_mb()),
+    }
+    print(record)
+    append_result("dnntsp_speed", record)
+
+
+def engine_epochs(args: argparse.Namespace) -> None:
+    """Epochs timed by the engine (its ``train_s``), neighbour choice off."""
+    import subprocess
+
+    config = DNNTSPConfig(threads=args.threads, epochs=args.epochs, patience=args.epochs,
+                          neighbour_weight=0)
+    data = read_dnntsp_json(shared_dataset(args.data))
+    split = make_split(data)
+    try:
+        from basketgnn.registry import make_recommender
+
+        rec = make_recommender("dnntsp", config)
+        code = "engine"
+    except ImportError:  # a checkout from before the engine
+        from basketgnn.recommenders.dnntsp import DNNTSPRecommender
+
+        rec = DNNTSPRecommender(config)
+        code = "train.trainer"
+    rec.fit(data, split["train"], split["validate"])
+    history = rec.result.history
+    import basketgnn
+
+    package_dir = str(Path(basketgnn.__file__).resolve().parent)
+    commit = subprocess.run(["git", "-C", package_dir, "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True)
+    record = {
+        "bench": "dnntsp_engine_epochs",
+        "code": code,
+        "commit": commit.stdout.strip() or None,
+        "data": args.data,
+        "threads": torch.get_num_threads(),
+        "train_users": len(split["train"]),
+        "epoch_train_s": [r["train_s"] for r in history],
+        "epoch_validate_s": [r["validate_s"] for r in history],
+        "train_loss": [r["train_loss"] for r in history],
         "peak_rss_mb": round(peak_rss_mb()),
     }
     print(record)

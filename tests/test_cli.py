@@ -61,7 +61,7 @@ def test_prepare_with_random_split_file_is_reused(monkeypatch, capsys, log_csv, 
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["evaluate", "--data", "{ds}", "--model", "nope"], "Unknown baseline 'nope'"),
+        (["evaluate", "--data", "{ds}", "--model", "nope"], "unknown model 'nope'; choose one of .*dnntsp"),
         (["evaluate", "--data", "{tmp}/missing", "--model", "p-topfreq"], "no such file or folder"),
         (["evaluate", "--data", "{ds}"], "Name exactly one model"),
         (["prepare", "{log}", "--out", "{tmp}/o", "--customer-col", "cust"], "missing column"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import pandas as pd
@@ -85,3 +86,42 @@ def test_demo_publishes_metrics_and_recommendations_together(tmp_path, log_csv, 
     assert [r["model"] for r in records][-1] == "dnntsp"
     recs = pd.read_parquet(out / "recommendations.parquet")
     assert len(recs) == len(pd.read_csv(out / "recommendations.csv")) > 0
+
+
+def test_demo_without_a_terminal_writes_one_line_per_epoch_and_no_redraws(tmp_path, log_csv, capsys):  # noqa: F811
+    # Progress stays on (the default): with no TTY on stdout / stderr (pytest captures both)
+    # there are no bars, only lines, as in `basketgnn demo > log 2>&1`.
+    config = tmp_path / "tiny.yaml"
+    config.write_text("embed_dim: 8\nepochs: 6\npatience: 100\n")
+    _main("demo", "--out", str(tmp_path / "demo"), "--log", str(log_csv), "--config", str(config))
+    captured = capsys.readouterr()
+    log = captured.out + captured.err
+    assert "\r" not in log and len(log.encode()) < 20_000
+    epoch_lines = [line for line in log.splitlines() if line.lstrip().startswith("epoch ")]
+    assert len(epoch_lines) == 6 and all(line.rstrip().endswith(("s]", "best")) for line in epoch_lines)
+    assert all(re.search(r"\[\s*\d+s\]", line) for line in epoch_lines)  # elapsed time
+
+
+def test_train_evaluate_and_config_name_the_model(monkeypatch, capsys, log_csv, tmp_path):  # noqa: F811
+    code, out, _ = run(monkeypatch, capsys, "config", "--model", "dnntsp")
+    assert code == 0 and "embed_dim: 32" in out and "lr: 0.001" in out
+    code, _, err = run(monkeypatch, capsys, "config", "--model", "tifu-knn")
+    assert code == 2 and "unknown trainable model 'tifu-knn'" in err
+    code, out, _ = run(monkeypatch, capsys, "train", "--help")
+    assert "dnntsp (DNNTSP (Yu et al." in " ".join(out.replace("│", " ").split())
+    run(monkeypatch, capsys, "prepare", str(log_csv), "--out", str(tmp_path / "ds"))
+    config = tmp_path / "tiny.yaml"
+    config.write_text("embed_dim: 8\nepochs: 2\nneighbour_weight: 0\n")
+    result = tmp_path / "dnntsp.json"
+    code, out, err = run(monkeypatch, capsys, "evaluate", "--data", str(tmp_path / "ds"), "--model",
+                         "dnntsp", "--config", str(config), "--output", str(result))
+    assert code == 0, err
+    record = json.loads(result.read_text())
+    assert record["model"] == "dnntsp" and record["params"]["epochs"] == 2
+    assert record["params"]["best_epoch"] in (1, 2) and 0 < record["metrics"]["recall@10"] <= 1
+    assert not (tmp_path / "runs").exists()  # evaluate --model trains in memory only
+    code, _, err = run(monkeypatch, capsys, "evaluate", "--data", str(tmp_path / "ds"), "--model",
+                       "p-topfreq", "--config", str(config))
+    assert code == 2 and "--config sets the options of a neural --model" in err
+    code, _, err = run(monkeypatch, capsys, "train", "--data", str(tmp_path / "ds"), "--model", "nope")
+    assert code == 2 and "--model: unknown trainable model 'nope'; choose one of dnntsp" in err

@@ -20,6 +20,11 @@ class TrainOptions(BaseModel):
     epochs: int = Field(100, ge=1, description="Maximum number of epochs.")
     patience: int = Field(10, ge=1, description="Stop after this many epochs without a better validation NDCG.")
     lr_patience: int = Field(3, ge=0, description="ReduceLROnPlateau patience (epochs, on training loss).")
+    train_prefixes: bool = Field(
+        False,
+        description="Beyond the paper: train on every prefix of each training history "
+        "(predict basket h from baskets < h for every h), not only on the last basket.",
+    )
     seed: int = Field(0, description="Seed of initialisation and batch order.")
     device: str = Field("cpu", description="torch device, e.g. cpu or cuda.")
     threads: int = Field(0, ge=0, description="torch CPU threads (0 = torch's default).")

@@ -20,6 +20,12 @@ The pieces a model supplies:
 * ``loss(module, batch, scores, config) -> scalar``: optional; the default is the multi-label
   loss named by ``config.loss`` against the target baskets. Models with their own training
   objective (BERT4Rec's Cloze task) supply one.
+* ``skip_batch(batch) -> bool``: optional; True for a training batch the module cannot learn
+  from (DNNTSP: train-mode BatchNorm over fewer than two rows). Skipped batches still count
+  as steps of the batch plan, so every rank of a distributed run skips the same ones.
+
+Registration (``basketgnn/registry.py``) is one line naming the package, whose ``__init__.py``
+exposes ``SPEC: ModelSpec``; the package is imported only when the model is used.
 """
 
 from __future__ import annotations
@@ -65,3 +71,4 @@ class ModelSpec:
     build: Callable[[int, Any], nn.Module]
     batches: Callable[[BasketData, Instances, Any, bool], BatchSource]
     loss: Callable[[nn.Module, Batch, torch.Tensor, Any], torch.Tensor] | None = None
+    skip_batch: Callable[[Batch], bool] | None = None

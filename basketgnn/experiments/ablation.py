@@ -1,4 +1,6 @@
-"""The ablation grid: DNNTSP variants × datasets × seeds, plus baselines, from one YAML spec.
+"""The ablation grid: variants of a trained model (DNNTSP by default; any registry name) ×
+datasets × seeds, plus baselines, from one YAML spec. Each run goes through the one workflow
+core (:mod:`basketgnn.workflow`).
 
 Data flow (each arrow one function):
 
@@ -19,8 +21,9 @@ lines written before data_hash existed).
 
 Each line of ``results.jsonl`` holds::
 
-    dataset, data_path, data_hash, variant, kind ("dnntsp" | "baseline"), seed (null for
-    baselines), config (full effective DNNTSP config, or the fitted baseline's parameters),
+    dataset, data_path, data_hash, variant, kind (the trained model's registry name, e.g.
+    "dnntsp", or "baseline"), seed (null for baselines), config (the trained model's full
+    effective config, or the fitted baseline's parameters),
     config_hash,
     split (name of the split used), metrics (every metric of evaluate_model on the test part;
     null where undefined), train_s, score_s, best_epoch, epochs_run (null for baselines),
@@ -36,7 +39,6 @@ import hashlib
 import json
 import math
 import os
-import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -44,21 +46,20 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from basketgnn.config import describe_validation_error, load_config, resolve_path
+from basketgnn import registry, workflow
+from basketgnn.config import describe_validation_error, load_config, load_yaml, resolve_path
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.ingest import load_data
 from basketgnn.data.split import Split, make_split
+from basketgnn.engine.options import TrainOptions
 from basketgnn.errors import UserError
-from basketgnn.evaluate import fit_and_evaluate
+from basketgnn.fingerprint import source_fingerprint
 from basketgnn.io_utils import atomic_path, write_text
 from basketgnn.metrics import KS
-from basketgnn.models.dnntsp import DNNTSPConfig
-from basketgnn.recommenders.base import Recommender
-from basketgnn.recommenders.dnntsp import DNNTSPRecommender
-from basketgnn.recommenders.registry import BASELINES, make_baseline
+from basketgnn.registry import make_baseline
+from basketgnn.results_table import ResultTable, to_markdown
 
 RESULTS_FILE = "results.jsonl"
 TABLE_FILE = "table.md"
@@ -94,13 +95,19 @@ class AblationSpec(BaseModel):
     datasets: dict[str, str] = Field(
         min_length=1, description="name: path of a prepared dataset folder or a DNNTSP .json."
     )
-    seeds: list[int] = Field([0], min_length=1, description="Seeds of every DNNTSP variant.")
+    model: str = Field(
+        registry.DEFAULT_MODEL,
+        description="Registry name of the trained model whose variants are compared.",
+    )
+    seeds: list[int] = Field([0], min_length=1, description="Seeds of every variant.")
     split: str = Field("auto", description="Split spec of make_split, or a split .json file.")
     base: dict[str, Any] = Field(
-        default_factory=dict, description="DNNTSPConfig overrides shared by every variant."
+        default_factory=dict, description="Config overrides of `model` shared by every variant."
     )
     variants: dict[str, dict[str, Any]] = Field(
-        default_factory=dict, description="name: DNNTSPConfig overrides on top of base."
+        default_factory=dict,
+        description="name: config overrides on top of base; `model: NAME` in a variant trains "
+        "that registered model instead (base then does not apply).",
     )
     baselines: list[str] | dict[str, dict[str, Any]] = Field(
         default_factory=list,
@@ -149,10 +156,11 @@ class Run:
 
     dataset: str
     variant: str
-    kind: Literal["dnntsp", "baseline"]
+    kind: str
+    """The trained model's registry name, or "baseline"."""
     seed: int | None
     config: dict[str, Any]
-    """DNNTSP: the full effective config. Baseline: its constructor options."""
+    """A trained model: its full effective config. Baseline: its constructor options."""
     config_hash: str
     data_hash: str
     """The dataset's content (:func:`dataset_hash`)."""
@@ -213,12 +221,7 @@ def load_spec(spec_path: str | Path) -> Grid:
     dataset files) is a :class:`UserError` naming it, raised before anything is trained.
     """
     spec_path = Path(spec_path)
-    try:
-        raw = yaml.safe_load(spec_path.read_text())
-    except (OSError, yaml.YAMLError) as e:
-        raise UserError(f"{spec_path}: cannot read the ablation spec ({e}).") from None
-    if not isinstance(raw, dict):
-        raise UserError(f"{spec_path}: the ablation spec must be a mapping (out, datasets, ...).")
+    raw = load_yaml(spec_path, "the ablation spec (a mapping: out, datasets, ...)")
     try:
         spec = AblationSpec(**raw)
     except ValidationError as e:
@@ -246,22 +249,25 @@ def load_spec(spec_path: str | Path) -> Grid:
         if isinstance(spec.baselines, dict)
         else {name: {} for name in spec.baselines}
     )
+    registry.check_name(spec.model, f"{spec_path}: model: ", "neural")
     for name in baselines:
-        if name not in BASELINES:
-            raise UserError(
-                f"{spec_path}: baselines: unknown baseline {name!r}; choose from "
-                f"{', '.join(sorted(BASELINES))}."
-            )
+        registry.check_name(name, f"{spec_path}: baselines: ", "baseline")
     clash = sorted(set(baselines) & set(spec.variants))
     if clash:
         raise UserError(f"{spec_path}: {clash} name both a variant and a baseline; rename one.")
     if not spec.variants and not baselines:
         raise UserError(f"{spec_path}: no variants and no baselines: nothing to run.")
     # base alone first, so that a bad key there is reported as base's, not the first variant's.
-    _variant_config(spec_path, {}, "base", spec.base)
-    configs = {
-        name: _variant_config(spec_path, spec.base, name, o) for name, o in spec.variants.items()
-    }
+    _variant_config(spec_path, {}, "base", spec.base, spec.model)
+    configs: dict[str, tuple[str, TrainOptions]] = {}
+    for name, o in spec.variants.items():
+        model = o.get("model", spec.model)
+        if not isinstance(model, str):
+            raise UserError(f"{spec_path}: variant {name!r}: model must be a registry name.")
+        registry.check_name(model, f"{spec_path}: variant {name!r}: model: ", "neural")
+        overrides = {k: v for k, v in o.items() if k != "model"}
+        base = spec.base if model == spec.model else {}
+        configs[name] = (model, _variant_config(spec_path, base, name, overrides, model))
     for name, options in baselines.items():
         try:
             make_baseline(name, **options)  # fail now on bad options, not after hours of DNNTSP
@@ -285,17 +291,17 @@ def load_spec(spec_path: str | Path) -> Grid:
             )
         # Seed-major, so a grid stopped early has every variant at the first seeds.
         for seed in spec.seeds:
-            for name, config in configs.items():
+            for name, (model, config) in configs.items():
                 full = config.model_copy(update={"seed": seed}).model_dump()
                 hashed = {k: v for k, v in full.items() if k not in _UNHASHED_KEYS}
                 runs.append(
                     Run(
                         dataset,
                         name,
-                        "dnntsp",
+                        model,
                         seed,
                         full,
-                        _hash({"dnntsp": hashed, "split": spec.split}),
+                        _hash({model: hashed, "split": spec.split}),
                         data_hashes[dataset],
                     )
                 )
@@ -303,21 +309,21 @@ def load_spec(spec_path: str | Path) -> Grid:
 
 
 def _variant_config(
-    spec_path: Path, base: dict[str, Any], name: str, overrides: dict[str, Any]
-) -> DNNTSPConfig:
+    spec_path: Path, base: dict[str, Any], name: str, overrides: dict[str, Any], model: str
+) -> TrainOptions:
     where = f"{spec_path}: " + ("base" if name == "base" else f"variant {name!r}")
     if "seed" in overrides:
         raise UserError(f"{where}: 'seed' is set per run by `seeds`; remove it here.")
     values = {**base, **overrides}
     for key, value in values.items():
-        field = DNNTSPConfig.model_fields.get(key)
+        field = registry.config_class(model).model_fields.get(key)
         # PyYAML reads a bare off/no/yes as a boolean; `gate: off` would otherwise fail obscurely.
         if field is not None and isinstance(value, bool) and field.annotation is not bool:
             raise UserError(
                 f'{where}: {key}: {value!r} is a YAML boolean; quote the value (e.g. {key}: "off").'
             )
     try:
-        return load_config(None, **values)
+        return load_config(None, model=model, **values)
     except UserError as e:
         raise UserError(f"{where}: {e}") from None
 
@@ -328,34 +334,10 @@ def _hash(obj: Any) -> str:
 
 
 def dataset_hash(path: Path, spec_path: Path | None = None, name: str | None = None) -> str:
-    """sha256 (16 hex digits) of what a dataset holds: the bytes of a file (a DNNTSP .json), or
-    the arrays of a prepared dataset folder. The folder's meta.json (where and how it was
-    prepared) and the zip entries' dates in arrays.npz are left out, so preparing the same data
-    again keeps the hash. ``spec_path`` and ``name`` only serve the error message."""
-    h = hashlib.sha256()
-
-    def add(f: Any) -> None:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-
-    try:
-        if path.is_dir():
-            with zipfile.ZipFile(path / "arrays.npz") as z:
-                for member in sorted(z.namelist()):
-                    h.update(member.encode() + b"\0")
-                    with z.open(member) as f:
-                        add(f)
-        else:
-            with open(path, "rb") as f:
-                add(f)
-    except (OSError, zipfile.BadZipFile) as e:
-        where = f"{spec_path}: dataset {name!r}: " if spec_path is not None else ""
-        what = "prepared dataset folder" if path.is_dir() else "dataset file"
-        raise UserError(
-            f"{where}{path} is not a readable {what} ({e}). Name a prepared dataset folder "
-            "(`basketgnn prepare LOG --out FOLDER`) or a DNNTSP .json file."
-        ) from None
-    return h.hexdigest()[:16]
+    """The dataset's content on disk (:func:`basketgnn.fingerprint.source_fingerprint`);
+    ``spec_path`` and ``name`` only serve the error message."""
+    where = f"{spec_path}: dataset {name!r}: " if spec_path is not None else ""
+    return source_fingerprint(path, where)
 
 
 # --- results.jsonl ----------------------------------------------------------------------------
@@ -515,24 +497,16 @@ def _select_datasets(grid: Grid, only_datasets: Iterable[str] | None) -> list[st
 
 def _execute(grid: Grid, run: Run, data: BasketData, split: Split) -> dict[str, Any]:
     """Train on the split's train part (validate chooses epochs / tuning), test on test."""
-    best_epoch: int | None = None
-    epochs_run: int | None = None
-    neighbours: dict[str, Any] | None = None
-    model: Recommender = (
-        DNNTSPRecommender(DNNTSPConfig(**run.config))
-        if run.kind == "dnntsp"
-        else make_baseline(run.variant, **run.config)
+    trained = run.kind != "baseline"
+    entry = workflow.ModelEntry(
+        run.kind if trained else run.variant,
+        registry.config_class(run.kind)(**run.config) if trained else run.config,
     )
-    metrics, timing = fit_and_evaluate(model, data, split, "test")
-    if isinstance(model, DNNTSPRecommender):
-        config: dict[str, Any] = run.config
-        if model.result is not None:
-            best_epoch, epochs_run = model.result.best_epoch, model.result.epochs_run
-            choice = model.result.neighbours  # what validation chose (None: switched off)
-            neighbours = None if choice is None else {"k": choice["k"], "weight": choice["weight"]}
-    else:
-        # The fitted parameters: for TIFU-KNN they include what validation tuning chose.
-        config = model.params()
+    outcome = workflow.fit(entry, data, split)
+    result = workflow.evaluate(outcome, data, split, "test")
+    # A trained model's full config; for a baseline the fitted parameters (for TIFU-KNN they
+    # include what validation tuning chose).
+    config: dict[str, Any] = run.config if trained else outcome.recommender.params()
     return {
         "dataset": run.dataset,
         "data_path": grid.spec.datasets[run.dataset],
@@ -544,12 +518,12 @@ def _execute(grid: Grid, run: Run, data: BasketData, split: Split) -> dict[str, 
         "config_hash": run.config_hash,
         "split": split.name,
         # NaN (no user with repeat / explore targets) is not JSON; null says "undefined".
-        "metrics": {k: None if math.isnan(v) else float(v) for k, v in metrics.items()},
-        "train_s": round(timing["fit"], 3),
-        "score_s": round(timing["score"], 3),
-        "best_epoch": best_epoch,
-        "epochs_run": epochs_run,
-        "neighbours": neighbours,
+        "metrics": result.metrics,
+        "train_s": round(outcome.fit_s, 3),
+        "score_s": result.timing_s["score"],
+        "best_epoch": result.best_epoch if trained else None,
+        "epochs_run": result.epochs_run if trained else None,
+        "neighbours": result.addon,
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
 
@@ -671,28 +645,20 @@ def write_table(
             f"Test part of the `{splits[dataset]}` split; mean ± sample std over seeds "
             "(std omitted for a single run); n = runs; best mean per column in **bold**.",
             "",
-            "| variant | n | " + " | ".join(metrics) + " |",
-            "|---|---:|" + "---:|" * len(metrics),
         ]
         stats = {m: [_mean_std(row.values[m]) for row in rows] for m in metrics}
-        best = {}
-        for m in metrics:
-            means = [round(mean, digits) for mean, _ in stats[m] if not math.isnan(mean)]
-            best[m] = max(means) if means else None
-        for i, row in enumerate(rows):
-            cells = []
-            for m in metrics:
-                mean, std = stats[m][i]
-                if math.isnan(mean):
-                    cells.append("–")
-                    continue
-                cell = f"{mean:.{digits}f}"
-                if len(row.values[m]) > 1:
-                    cell += f" ± {std:.{digits}f}"
-                if round(mean, digits) == best[m]:
-                    cell = f"**{cell}**"
-                cells.append(cell)
-            out.append(f"| {row.label} | {row.n} | " + " | ".join(cells) + " |")
+        table = ResultTable(
+            rows=[row.label for row in rows],
+            columns=metrics,
+            values=[[None if math.isnan(stats[m][i][0]) else stats[m][i][0] for m in metrics]
+                    for i in range(len(rows))],
+            spread=[[stats[m][i][1] if len(row.values[m]) > 1 else None for m in metrics]
+                    for i, row in enumerate(rows)],
+            counts=[row.n for row in rows],
+            digits=digits,
+            best_of_one=True,
+        )
+        out += to_markdown(table, first="variant")
         out.append("")
     text = "\n".join(out)
     write_text(path, text)

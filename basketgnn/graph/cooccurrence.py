@@ -150,6 +150,11 @@ class UserGraphs:
     def n_present(self) -> np.ndarray:
         return np.diff(self.present_offsets)
 
+    @property
+    def lengths(self) -> np.ndarray:
+        """History lengths [n], by which the engine buckets instances into batches."""
+        return self.n_history
+
     def collate(self, idx: np.ndarray, with_targets: bool = True) -> GraphBatch:
         """Merge the graphs of instances ``idx`` into one :class:`GraphBatch` (vectorised).
 

@@ -22,13 +22,34 @@ Two ways to compute the same thing:
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Protocol
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from basketgnn.graph.cooccurrence import AttentionBucket
+
+class AttentionBucket(Protocol):
+    """The tensors :meth:`MaskedTemporalSelfAttention.forward_rows` reads for a group of nodes
+    with the same number D of distinct rows (built by ``graph.cooccurrence``; this layer knows
+    no data code, only these tensors).
+
+    Shapes (M_b nodes, D distinct rows, T = batch T_max): nodes [M_b] node ids; rows [M_b, D]
+    row ids (column 0: the absent row); query [M_b, T] column of the query at t;
+    log_count [M_b, T, D] log of how often each key occurs up to t (-inf: not yet).
+    """
+
+    @property
+    def nodes(self) -> torch.Tensor: ...
+
+    @property
+    def rows(self) -> torch.Tensor: ...
+
+    @property
+    def query(self) -> torch.Tensor: ...
+
+    @property
+    def log_count(self) -> torch.Tensor: ...
 
 
 class MaskedTemporalSelfAttention(nn.Module):

@@ -1,11 +1,11 @@
 """The pipeline's report: one self-contained HTML page, with its PNG charts next to it.
 
-Made only from the pipeline's ``metrics.json`` summary and DNNTSP's ``train_log.jsonl``:
+Made only from the pipeline's ``metrics.json`` summary and the trained model's ``train_log.jsonl``:
 
 - on top, one line on the data and split, what where / returns / caps left out, skipped bad
   rows if any, and a table of every model's recall / NDCG / PHR at K = 10 and 20 on the test
   customers (best value of a column in bold);
-- ``report_training.png``: training loss and validation NDCG per epoch (DNNTSP only);
+- ``report_training.png``: training loss and validation NDCG per epoch (a trained model only);
 - ``report_metrics_at_k.png``: recall, NDCG and PHR of every model at each K;
 - ``report_repeat_explore.png``: recall@10 / @20 on the target items the customer bought before
   (repeat) and on those they never bought (explore).
@@ -26,6 +26,7 @@ from matplotlib.ticker import MaxNLocator
 
 from basketgnn.data.ingest import report_lines
 from basketgnn.io_utils import atomic_path, write_text
+from basketgnn.results_table import from_records, to_html
 
 TRAINING_CHART = "report_training.png"
 METRICS_CHART = "report_metrics_at_k.png"
@@ -39,13 +40,14 @@ def write_report(
 ) -> list[str]:
     """Write ``report.html`` and its charts into ``out_dir``; returns the chart file names.
 
-    ``summary`` is the pipeline's metrics.json content; ``train_log`` DNNTSP's epoch records.
+    ``summary`` is the pipeline's metrics.json content; ``train_log`` the epoch records of the
+    trained model ``summary["charted_model"]`` (a registry name).
     """
     out = Path(out_dir)
     models = summary["models"]
     charts = []
     if train_log:
-        _save(training_figure(train_log), out / TRAINING_CHART)
+        _save(training_figure(train_log, summary.get("charted_model") or "model"), out / TRAINING_CHART)
         charts.append(TRAINING_CHART)
     _save(metrics_figure(models), out / METRICS_CHART)
     charts.append(METRICS_CHART)
@@ -69,14 +71,14 @@ def _value(x: Any) -> float:
     return math.nan if x is None else float(x)
 
 
-def training_figure(train_log: list[dict[str, Any]]) -> Figure:
+def training_figure(train_log: list[dict[str, Any]], name: str = "model") -> Figure:
     """Training loss and validation NDCG per epoch, the kept (best) epoch marked."""
     epochs = [r["epoch"] for r in train_log]
     best = max(train_log, key=lambda r: r["val_mean_ndcg"])["epoch"]
     fig = Figure(figsize=(9.5, 3.4), layout="constrained")
     loss_ax, val_ax = fig.subplots(1, 2)
     loss_ax.plot(epochs, [r["train_loss"] for r in train_log], marker="o", ms=3)
-    loss_ax.set(title="DNNTSP training loss", xlabel="epoch", ylabel="loss")
+    loss_ax.set(title=f"{name} training loss", xlabel="epoch", ylabel="loss")
     val_ax.plot(
         epochs,
         [r["val_mean_ndcg"] for r in train_log],
@@ -145,25 +147,11 @@ def report_html(summary: dict[str, Any], charts: list[str]) -> str:
     models = summary["models"]
     data, split = summary["data"], summary["split"]
     cols = [f"{m}@{k}" for k in TABLE_KS for m in METRIC_NAMES]
-    best = {
-        c: max(
-            (r["metrics"].get(c) for r in models if r["metrics"].get(c) is not None), default=None
-        )
-        for c in cols
-    }
-
-    rows = []
-    for r in models:
-        cells = []
-        for c in cols:
-            v = r["metrics"].get(c)
-            text = "n/a" if v is None else f"{v:.4f}"
-            bold = v is not None and v == best[c] and len(models) > 1
-            cells.append(f"<td>{'<b>' + text + '</b>' if bold else text}</td>")
-        t = r.get("timing_s", {})
-        cells.append(f"<td>{t.get('fit', 0):.1f} / {t.get('score', 0):.1f}</td>")
-        rows.append(f"<tr><th>{e(r['model'])}</th>{''.join(cells)}</tr>")
-    header = "".join(f"<th>{e(c)}</th>" for c in cols) + "<th>fit / score s</th>"
+    seconds = [
+        f"{r.get('timing_s', {}).get('fit', 0):.1f} / {r.get('timing_s', {}).get('score', 0):.1f}"
+        for r in models
+    ]
+    results_table = to_html(from_records(models, cols), [("fit / score s", seconds)])
 
     report = data.get("report") or {}
     data_line = (
@@ -187,7 +175,7 @@ def report_html(summary: dict[str, Any], charts: list[str]) -> str:
             f"<div class='warn'><b>{report['rows_skipped']} bad row(s) skipped</b> "
             f"(input.on_bad_rows: skip):<ul>{reasons}</ul></div>"
         )
-    parts.append(f"<table><tr><th>model</th>{header}</tr>{''.join(rows)}</table>")
+    parts.append(results_table)
     rec = summary["recommendations"]
     parts.append(
         f"<p>Top-{rec['k']} recommendations from <b>{e(rec['model'])}</b> for all "
@@ -197,10 +185,11 @@ def report_html(summary: dict[str, Any], charts: list[str]) -> str:
         "messages of every run: <a href='pipeline.log'>pipeline.log</a>.</p>"
     )
 
-    training = summary.get("dnntsp_training")
+    charted = summary.get("charted_model") or "model"
+    training = summary.get(f"{charted}_training")
     sections = {
         TRAINING_CHART: (
-            "DNNTSP training",
+            f"{charted} training",
             ""
             if not training
             else f"Best epoch {training['best_epoch']} of {training['epochs_run']} by mean validation "

@@ -2,7 +2,7 @@
 
 Stages, in order, each in its own folder ``RUN_DIR/stages/<stage>-<hash12>/``::
 
-    prepare -> split -> fit_dnntsp -> evaluate -> recommend -> report
+    prepare -> split -> fit_<model> (one per trained model) -> evaluate -> recommend -> report
 
 ``hash`` is the sha256 of (stage name, the stage's settings, the hashes of the stages it reads,
 and for ``prepare`` the input files' paths, sizes and modification times). Hashes chain, so a
@@ -11,11 +11,13 @@ folder's name stands for everything that produced it: changing the DNNTSP settin
 ``split``. Stages reading ``prepare`` hash its output (the prepared arrays and their
 description) instead, so a log file rewritten with the same content reruns only ``prepare``. A stage is done when its folder holds ``_done.json`` (written last, atomically); a
 rerun reuses done stages. A folder without ``_done.json`` is what an interrupted run left:
-``fit_dnntsp`` keeps it and training resumes from its per-epoch ``resume.pt`` (ending exactly
+a ``fit_<model>`` stage keeps it and training resumes from its per-epoch ``resume.pt`` (ending exactly
 as an uninterrupted run would); any other stage is cleared and redone.
 
 Baselines are cheap: they are fitted inside ``evaluate`` (and in ``recommend`` when one of them
-makes the recommendations), on the split's training part, like DNNTSP.
+makes the recommendations), on the split's training part, like the trained models. Every stage's work (prepare, split,
+fit, evaluate, recommend) is done by the one workflow core, :mod:`basketgnn.workflow`; models
+are named by their registry name (:mod:`basketgnn.registry`).
 
 At the end, the top-level outputs are copied from the stage folders into RUN_DIR as one set:
 ``recommendations.parquet`` / ``.csv``, ``metrics.json``, ``report.html`` and its
@@ -43,12 +45,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rich.console import Console
 
-from basketgnn import __version__
-from basketgnn.config import describe_validation_error, resolve_path
+from basketgnn import __version__, registry
+from basketgnn.config import describe_validation_error, load_yaml, resolve_path
 from basketgnn.data.ingest import DEFAULT_MAX_BASKET_ITEMS, report_lines
 from basketgnn.errors import UserError
 from basketgnn.io_utils import finish_publishing, publish_files, write_json
@@ -56,12 +57,12 @@ from basketgnn.io_utils import finish_publishing, publish_files, write_json
 if TYPE_CHECKING:
     from basketgnn.data.dataset import BasketData
     from basketgnn.data.split import Split
-    from basketgnn.models.dnntsp import DNNTSPConfig
-    from basketgnn.recommenders.dnntsp import DNNTSPRecommender
+    from basketgnn.engine.options import TrainOptions
+    from basketgnn.engine.recommender import NeuralRecommender
 
 # Part of every stage hash: bump it when a stage's outputs change meaning, so folders written by
 # older code are not reused.
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 DONE_FILE = "_done.json"
 LOG_FILE = "pipeline.log"
 RECOMMENDATION_FILES = ("recommendations.parquet", "recommendations.csv")
@@ -143,19 +144,30 @@ DEFAULT_BASELINES = ["g-topfreq", "p-topfreq", "tifu-knn"]
 
 
 class ModelsSpec(_Section):
+    """``baselines``, and one key per trained model: its registry name (``dnntsp``, ...) with
+    its options overriding the defaults (`basketgnn config --model NAME`); null: not trained.
+    Without any such key the default model (dnntsp) is trained with its defaults."""
+
+    model_config = ConfigDict(extra="allow")
+
     baselines: list[str | dict[str, dict[str, Any]]] = Field(
         default_factory=lambda: list(DEFAULT_BASELINES),
         description="Baseline names, or {name: {option: value}} to set a baseline's options.",
     )
-    dnntsp: dict[str, Any] | None = Field(
-        default_factory=dict,
-        description="DNNTSP settings overriding the defaults (`basketgnn config`); null: no DNNTSP.",
-    )
+
+    def trained(self) -> dict[str, dict[str, Any] | None]:
+        """Trained-model name -> its options (None: switched off), as written."""
+        given = dict(self.model_extra or {})
+        if not given:
+            given = {registry.DEFAULT_MODEL: {}}
+        return given
 
 
 class RecommendSpec(_Section):
     k: int = Field(20, ge=1, description="Items recommended per customer.")
-    model: str = Field("dnntsp", description="The model that makes the recommendations.")
+    model: str = Field(
+        registry.DEFAULT_MODEL, description="The model (registry name) that makes the recommendations."
+    )
 
 
 class ReportSpec(_Section):
@@ -182,7 +194,8 @@ class Job:
     run_dir: Path
     input_path: Path
     baselines: list[tuple[str, dict[str, Any]]]
-    dnntsp: DNNTSPConfig | None
+    trained: dict[str, TrainOptions]
+    """Trained models (registry name -> config), in file order."""
 
 
 def load_job(config_path: str | Path) -> Job:
@@ -191,18 +204,14 @@ def load_job(config_path: str | Path) -> Job:
     Unknown keys and bad values are a :class:`UserError` naming the key (``input.engine``, ...).
     """
     from basketgnn.config import load_config
-    from basketgnn.recommenders.registry import make_baseline
+    from basketgnn.registry import make_baseline
 
     config_path = Path(config_path)
-    try:
-        raw = yaml.safe_load(config_path.read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        raise UserError(f"{config_path}: cannot read the pipeline file ({e}).") from None
-    if not isinstance(raw, dict):
-        raise UserError(
-            f"{config_path}: a pipeline file is a mapping with run_dir, input, split, models, "
-            "recommend and report; see pipelines/example.yaml."
-        )
+    raw = load_yaml(
+        config_path,
+        "the pipeline file (a mapping with run_dir, input, split, models, recommend and report; "
+        "see pipelines/example.yaml)",
+    )
     try:
         spec = PipelineSpec(**raw)
     except ValidationError as e:
@@ -231,16 +240,29 @@ def load_job(config_path: str | Path) -> Job:
             raise UserError(f"{config_path}: models.baselines lists {name!r} twice.")
         baselines.append((name, options))
 
-    dnntsp = None
-    if spec.models.dnntsp is not None:
+    trained: dict[str, TrainOptions] = {}
+    for name, options in spec.models.trained().items():
+        registry.check_name(name, f"{config_path}: models.{name}: ", "neural")
+        if options is None:
+            continue
+        if not isinstance(options, dict):
+            raise UserError(
+                f"{config_path}: models.{name}: write the model's options as a mapping "
+                f"(or {{}} for its defaults, null to leave it out), not {options!r}."
+            )
         try:
-            dnntsp = load_config(None, **spec.models.dnntsp)
+            trained[name] = load_config(None, model=name, **options)
         except UserError as e:
-            raise UserError(f"{config_path}: models.dnntsp: {e}") from None
+            raise UserError(f"{config_path}: models.{name}: {e}") from None
+        if name in {b for b, _ in baselines}:
+            raise UserError(f"{config_path}: models lists {name!r} twice.")
 
-    models = [b for b, _ in baselines] + (["dnntsp"] if dnntsp is not None else [])
+    models = [b for b, _ in baselines] + list(trained)
     if not models:
-        raise UserError(f"{config_path}: models: name at least one baseline or set dnntsp.")
+        raise UserError(
+            f"{config_path}: models: name at least one baseline or trained model "
+            f"({', '.join(registry.names('neural'))})."
+        )
     if spec.recommend.model not in models:
         raise UserError(
             f"{config_path}: recommend.model is {spec.recommend.model!r}, which this job does not "
@@ -252,7 +274,7 @@ def load_job(config_path: str | Path) -> Job:
         run_dir=resolve_path(base, spec.run_dir),
         input_path=resolve_path(base, spec.input.path),
         baselines=baselines,
-        dnntsp=dnntsp,
+        trained=trained,
     )
 
 
@@ -365,7 +387,7 @@ class _Runner:
         self.logger = logger
         self.progress = progress
         self.t_start = time.perf_counter()
-        self.n_stages = 5 + (job.dnntsp is not None)
+        self.n_stages = 5 + len(job.trained)
         self.index = 0
         self.current = "(setup)"
         self.stages: list[dict[str, Any]] = []
@@ -480,35 +502,35 @@ class _Runner:
             + " customers"
         )
 
-        fit = None
-        if job.dnntsp is not None:
-            fit = self.stage(
-                "fit_dnntsp",
+        fits: dict[str, _Stage] = {}
+        for name, config in job.trained.items():
+            fits[name] = self.stage(
+                f"fit_{name}",
                 # Where training runs is no part of what it computes (as for resume.pt).
-                job.dnntsp.model_dump(exclude={"device", "threads"}),
+                config.model_dump(exclude={"device", "threads"}),
                 [split],
-                lambda d: self._fit(d, prepare, split),
+                lambda d, name=name: self._fit(d, name, prepare, split),
                 resumable=True,
             )
+            info = fits[name].info
             self.say(
-                f"  best epoch {fit.info['best_epoch']} of {fit.info['epochs_run']}, validation "
-                f"mean NDCG {fit.info['best_validation']['mean_ndcg']:.4f}"
+                f"  best epoch {info['best_epoch']} of {info['epochs_run']}, validation "
+                f"mean NDCG {info['best_validation']['mean_ndcg']:.4f}"
             )
 
         evaluate = self.stage(
             "evaluate",
             {"baselines": [[n, o] for n, o in job.baselines], "part": EVALUATED_PART},
-            [split] + ([fit] if fit else []),
-            lambda d: self._evaluate(d, prepare, split, fit),
+            [split, *fits.values()],
+            lambda d: self._evaluate(d, prepare, split, fits),
         )
         records = json.loads((evaluate.dir / "results.json").read_text())
         self._show_results(records)
 
         model = spec.recommend.model
         rec_settings: dict[str, Any] = {"model": model, "k": spec.recommend.k}
-        if model == "dnntsp":
-            assert fit is not None
-            rec_deps = [prepare, fit]
+        if model in fits:
+            rec_deps = [prepare, fits[model]]
         else:
             rec_settings["options"] = dict(job.baselines)[model]
             rec_deps = [prepare, split]
@@ -516,15 +538,15 @@ class _Runner:
             "recommend",
             rec_settings,
             rec_deps,
-            lambda d: self._recommend(d, prepare, split, fit),
+            lambda d: self._recommend(d, prepare, split, fits),
         )
 
-        stages = [prepare, split] + ([fit] if fit else []) + [evaluate, recommend]
+        stages = [prepare, split, *fits.values(), evaluate, recommend]
         report = self.stage(
             "report",
             {"title": spec.report.title},
             stages,
-            lambda d: self._report(d, prepare, split, fit, evaluate, recommend, records),
+            lambda d: self._report(d, prepare, split, fits, evaluate, recommend, records),
         )
 
         self.current = "(outputs)"
@@ -566,37 +588,36 @@ class _Runner:
     # -- the stages -----------------------------------------------------------------------------
 
     def _prepare(self, folder: Path) -> dict[str, Any]:
-        from basketgnn.data.ingest import Columns, PrepareOptions, prepare_log, read_dnntsp_json
+        from basketgnn import workflow
+        from basketgnn.data.ingest import Columns, PrepareOptions
+        from basketgnn.fingerprint import data_fingerprint
 
         inp = self.job.spec.input
         path = self.job.input_path
-        if path.is_file() and path.suffix == ".json":
-            data = read_dnntsp_json(path)
-        else:
-            columns = Columns(
-                customer=inp.columns.customer,
-                item=inp.columns.item,
-                basket=inp.columns.basket,
-                timestamp=inp.columns.timestamp,
-                quantity=inp.columns.quantity,
-            )
-            options = PrepareOptions(
-                min_item_baskets=inp.min_item_baskets,
-                last_n_baskets=inp.last_n,
-                min_baskets=inp.min_baskets,
-                max_baskets=inp.max_baskets,
-                on_bad_rows=inp.on_bad_rows,
-                where=inp.where,
-                keep_returns=inp.keep_returns,
-                max_basket_items=inp.max_basket_items,
-                time_format=inp.time_format,
-            )
+        columns = Columns(
+            customer=inp.columns.customer,
+            item=inp.columns.item,
+            basket=inp.columns.basket,
+            timestamp=inp.columns.timestamp,
+            quantity=inp.columns.quantity,
+        )
+        options = PrepareOptions(
+            min_item_baskets=inp.min_item_baskets,
+            last_n_baskets=inp.last_n,
+            min_baskets=inp.min_baskets,
+            max_baskets=inp.max_baskets,
+            on_bad_rows=inp.on_bad_rows,
+            where=inp.where,
+            keep_returns=inp.keep_returns,
+            max_basket_items=inp.max_basket_items,
+            time_format=inp.time_format,
+        )
+        if not (path.is_file() and path.suffix == ".json"):
             self.say(f"  reading {path} with {inp.engine}")
-            engine = {"memory_limit": inp.memory_limit} if inp.memory_limit else {}
-            try:
-                data = prepare_log(path, columns, options, **engine)
-            except UserError as e:
-                raise _in_job_terms(e, self.job.config_path.name) from None
+        try:
+            data = workflow.prepare(path, columns, options, inp.memory_limit)
+        except UserError as e:
+            raise _in_job_terms(e, self.job.config_path.name) from None
         data.save(folder / "data")
         described = {
             "source": str(path),
@@ -607,7 +628,7 @@ class _Runner:
             "has_predefined_split": data.has_predefined_split,
             "report": data.meta.get("report", {}),
         }
-        return {"output_hash": _data_hash(data, described), **described}
+        return {"output_hash": data_fingerprint(data, described=described), **described}
 
     def _show_data(self, info: dict[str, Any]) -> None:
         self.say(
@@ -626,22 +647,22 @@ class _Runner:
             )
 
     def _make_split(self, folder: Path, prepare: _Stage, kind: str) -> dict[str, Any]:
-        from basketgnn.data.split import make_split, save_split
+        from basketgnn import workflow
+        from basketgnn.data.split import save_split
 
         data = self.data(prepare)
-        split = make_split(data, kind, self.job.spec.split.seed)
+        split = workflow.split(data, kind, self.job.spec.split.seed)
         save_split(split, data, folder / "split.json")
         return {"name": split.name, "sizes": {p: len(inst) for p, inst in split.parts.items()}}
 
-    def _fit(self, folder: Path, prepare: _Stage, split: _Stage) -> dict[str, Any]:
-        from basketgnn.recommenders.dnntsp import DNNTSPRecommender
-        from basketgnn.train.checkpoint import stamp_checkpoint
+    def _fit(self, folder: Path, name: str, prepare: _Stage, split: _Stage) -> dict[str, Any]:
+        from basketgnn import workflow
+        from basketgnn.engine.checkpoint import stamp_checkpoint
 
-        config = self.job.dnntsp
-        assert config is not None
+        config = self.job.trained[name]
         data, sp = self.data(prepare), self.split(split, prepare)
         self.say(
-            f"  DNNTSP on {len(sp['train']):,} training and {len(sp['validate']):,} validation "
+            f"  {name} on {len(sp['train']):,} training and {len(sp['validate']):,} validation "
             f"customers, at most {config.epochs} epochs"
         )
 
@@ -652,93 +673,78 @@ class _Runner:
                 f"({r['train_s'] + r['validate_s']:.1f}s)" + ("  best" if r["best"] else "")
             )
 
-        rec = DNNTSPRecommender(config, out_dir=folder, progress=self.progress, on_epoch=on_epoch)
-        rec.fit(data, sp["train"], sp["validate"])
-        assert rec.result is not None
+        outcome = workflow.fit(
+            workflow.ModelEntry(name, config, out_dir=folder), data, sp,
+            progress=self.progress, on_epoch=on_epoch,
+        )
+        result = outcome.training
+        assert result is not None
         # Lets `basketgnn predict/evaluate --checkpoint` find this run's data and exact split.
         stamp_checkpoint(folder / "best.pt", prepare.dir / "data", str(split.dir / "split.json"))
-        history = rec.result.history
+        history = result.history
         return {
-            "best_epoch": rec.result.best_epoch,
-            "epochs_run": rec.result.epochs_run,
-            "best_validation": _finite(rec.result.best_validation),
+            "best_epoch": result.best_epoch,
+            "epochs_run": result.epochs_run,
+            "best_validation": _finite(result.best_validation),
             # Summed per epoch, so a resumed training counts its earlier epochs too.
             "train_seconds": round(sum(r["train_s"] + r["validate_s"] for r in history), 3),
         }
 
-    def _dnntsp(self, fit: _Stage) -> DNNTSPRecommender:
-        from basketgnn.recommenders.dnntsp import DNNTSPRecommender
+    def _trained(self, name: str, fit: _Stage) -> NeuralRecommender:
+        from basketgnn.engine.recommender import NeuralRecommender
 
-        assert self.job.dnntsp is not None
-        return DNNTSPRecommender.from_checkpoint(fit.dir / "best.pt", self.job.dnntsp.device)
+        return NeuralRecommender.from_checkpoint(fit.dir / "best.pt", self.job.trained[name].device)
 
     def _evaluate(
-        self, folder: Path, prepare: _Stage, split: _Stage, fit: _Stage | None
+        self, folder: Path, prepare: _Stage, split: _Stage, fits: dict[str, _Stage]
     ) -> dict[str, Any]:
-        from basketgnn.evaluate import evaluate_model, fit_and_evaluate, result_record
-        from basketgnn.recommenders.registry import make_baseline
+        from basketgnn import workflow
 
         data, sp = self.data(prepare), self.split(split, prepare)
-        test = sp[EVALUATED_PART]
         source = prepare.info["source"]
         records = []
         for name, options in self.job.baselines:
-            model = make_baseline(name, **options)
-            metrics, timing = fit_and_evaluate(model, data, sp, EVALUATED_PART)
-            records.append(
-                result_record(model, source, sp, EVALUATED_PART, metrics, timing, len(test))
+            outcome = workflow.fit(workflow.ModelEntry(name, options), data, sp)
+            result = workflow.evaluate(outcome, data, sp, EVALUATED_PART, source)
+            records.append(result.to_json())
+            self.say(f"  {name}: fitted and evaluated in {sum(result.timing_s.values()):.1f}s")
+        for name, fit in fits.items():
+            # Trained in its fit stage: only evaluated here, with that stage's fit time.
+            outcome = workflow.FitOutcome(
+                workflow.ModelEntry(name), self._trained(name, fit), fit.info["train_seconds"]
             )
-            self.say(f"  {name}: fitted and evaluated in {sum(timing.values()):.1f}s")
-        if fit is not None:
-            # Trained in the fit_dnntsp stage: only evaluated here, with that stage's fit time.
-            rec = self._dnntsp(fit)
-            metrics, score_s = evaluate_model(rec, data, test)
-            record = result_record(
-                rec,
-                source,
-                sp,
-                EVALUATED_PART,
-                metrics,
-                {"fit": fit.info["train_seconds"], "score": score_s},
-                len(test),
-            )
+            result = workflow.evaluate(outcome, data, sp, EVALUATED_PART, source)
+            record = result.to_json()
             record["params"].update(
                 best_epoch=fit.info["best_epoch"], epochs_run=fit.info["epochs_run"]
             )
             records.append(record)
-            self.say(f"  dnntsp: evaluated in {score_s:.1f}s")
+            self.say(f"  {name}: evaluated in {result.timing_s['score']:.1f}s")
         write_json(folder / "results.json", records)
         return {"models": [r["model"] for r in records]}
 
     def _show_results(self, records: list[dict[str, Any]]) -> None:
-        for r in records:
-            m = r["metrics"]
-            self.say(
-                f"  {r['model']:>10}: "
-                + "  ".join(
-                    f"{k} {m[k]:.4f}"
-                    for k in ("recall@10", "ndcg@10", "recall@20", "ndcg@20")
-                    if m.get(k) is not None
-                )
-            )
+        from basketgnn.results_table import from_records, to_line
+
+        table = from_records(records, ["recall@10", "ndcg@10", "recall@20", "ndcg@20"])
+        for i in range(len(records)):
+            self.say(f"  {to_line(table, i)}")
 
     def _recommend(
-        self, folder: Path, prepare: _Stage, split: _Stage, fit: _Stage | None
+        self, folder: Path, prepare: _Stage, split: _Stage, fits: dict[str, _Stage]
     ) -> dict[str, Any]:
-        from basketgnn.recommend import recommend_all, write_recommendations
-        from basketgnn.recommenders.registry import make_baseline
+        from basketgnn import workflow
+        from basketgnn.recommend import write_recommendations
 
         name = self.job.spec.recommend.model
         data = self.data(prepare)
         model: Any
-        if name == "dnntsp":
-            assert fit is not None
-            model = self._dnntsp(fit)
+        if name in fits:
+            model = self._trained(name, fits[name])
         else:
             sp = self.split(split, prepare)
-            model = make_baseline(name, **dict(self.job.baselines)[name])
-            model.fit(data, sp["train"], sp["validate"])
-        frame = recommend_all(model, data, self.job.spec.recommend.k)
+            model = workflow.fit(workflow.ModelEntry(name, dict(self.job.baselines)[name]), data, sp).recommender
+        frame = workflow.recommend(model, data, self.job.spec.recommend.k)
         for f in RECOMMENDATION_FILES:
             write_recommendations(frame, folder / f)
         k = int(frame["rank"].max())
@@ -750,13 +756,15 @@ class _Runner:
         folder: Path,
         prepare: _Stage,
         split: _Stage,
-        fit: _Stage | None,
+        fits: dict[str, _Stage],
         evaluate: _Stage,
         recommend: _Stage,
         records: list[dict[str, Any]],
     ) -> dict[str, Any]:
         from basketgnn.pipeline.report import write_report
 
+        rec_model = self.job.spec.recommend.model
+        charted = rec_model if rec_model in fits else next(iter(fits), None)
         # Only what the stages recorded goes in, so an unchanged job writes identical files.
         summary = {
             "title": self.job.spec.report.title,
@@ -774,24 +782,27 @@ class _Runner:
                 "customers": split.info["sizes"][EVALUATED_PART],
             },
             "models": records,
-            "dnntsp_training": None
-            if fit is None
-            else {
-                k: fit.info[k]
-                for k in ("best_epoch", "epochs_run", "best_validation", "train_seconds")
+            # The recommending model's training curve when it was trained, else the first's.
+            "charted_model": charted,
+            **{
+                f"{name}_training": {
+                    k: fit.info[k]
+                    for k in ("best_epoch", "epochs_run", "best_validation", "train_seconds")
+                }
+                for name, fit in fits.items()
             },
             "recommendations": {
                 **{k: recommend.info[k] for k in ("model", "k", "customers", "rows")},
                 "files": list(RECOMMENDATION_FILES),
             },
             "timing_s": {
-                s.name: s.info["seconds"] for s in (prepare, split, fit, evaluate, recommend) if s
+                s.name: s.info["seconds"] for s in (prepare, split, *fits.values(), evaluate, recommend)
             },
         }
         write_json(folder / "metrics.json", summary)
         train_log = None
-        if fit is not None:
-            lines = (fit.dir / "train_log.jsonl").read_text().splitlines()
+        if charted is not None:
+            lines = (fits[charted].dir / "train_log.jsonl").read_text().splitlines()
             train_log = [json.loads(line) for line in lines if line.strip()]
         charts = write_report(folder, summary, train_log)
         return {"files": ["metrics.json", "report.html", *charts], "charts": charts}
@@ -803,24 +814,6 @@ def _input_files(path: Path) -> list[list[Any]]:
 
     files = [path] if path.is_file() and path.suffix == ".json" else log_files(path)
     return [[str(f.resolve()), (st := f.stat()).st_size, st.st_mtime_ns] for f in files]
-
-
-def _data_hash(data: BasketData, described: dict[str, Any]) -> str:
-    """sha256 of the prepared data and of what later stages say about it (source, report)."""
-    import numpy as np
-
-    h = hashlib.sha256(json.dumps(described, sort_keys=True).encode())
-    for arr in (
-        data.items,
-        data.basket_offsets,
-        data.user_offsets,
-        data.basket_times,
-        data.user_part,
-    ):
-        h.update(np.ascontiguousarray(arr).tobytes())
-    for ids in (data.user_ids, data.item_ids):
-        h.update(json.dumps(ids.tolist()).encode())
-    return h.hexdigest()
 
 
 # prepare's flags as the job file names them (under input:).

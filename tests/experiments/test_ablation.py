@@ -12,6 +12,7 @@ import yaml
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.ingest import PrepareOptions, prepare_log
 from basketgnn.data.synth import generate_log, write_log
+from basketgnn.engine.recommender import NeuralRecommender
 from basketgnn.errors import UserError
 from basketgnn.experiments.ablation import (
     METRIC_NAMES,
@@ -23,7 +24,6 @@ from basketgnn.experiments.ablation import (
     write_chart,
     write_table,
 )
-from basketgnn.recommenders.dnntsp import DNNTSPRecommender
 
 RECORD_KEYS = {
     "dataset", "data_path", "data_hash", "variant", "kind", "seed", "config", "config_hash", "split",
@@ -61,13 +61,13 @@ def write_spec(folder: Path, dataset: Path, **changes) -> Path:
 def fit_counter(monkeypatch) -> list[int]:
     """Counts DNNTSP trainings (seed of each), still training for real."""
     seeds: list[int] = []
-    real_fit = DNNTSPRecommender.fit
+    real_fit = NeuralRecommender.fit
 
     def counting_fit(self, *args, **kwargs):
         seeds.append(self.config.seed)
         return real_fit(self, *args, **kwargs)
 
-    monkeypatch.setattr(DNNTSPRecommender, "fit", counting_fit)
+    monkeypatch.setattr(NeuralRecommender, "fit", counting_fit)
     return seeds
 
 
@@ -279,7 +279,9 @@ def test_table_keeps_two_settings_of_one_name_apart(tmp_path):
 @pytest.mark.parametrize(
     ("changes", "match"),
     [
-        ({"epochs": 3}, r"ablation\.yaml: epochs: unknown key \(valid: out, datasets, seeds, "),
+        ({"epochs": 3}, r"ablation\.yaml: epochs: unknown key \(valid: out, datasets, model, seeds, "),
+            ({"variants": {"x": {"model": "dnntps"}}}, "variant 'x': model: unknown trainable model 'dnntps'"),
+            ({"model": "g-topfreq"}, "model: unknown trainable model 'g-topfreq'"),
         ({"seeds": ["a"]}, r"ablation\.yaml: seeds\[0\]: Input should be a valid integer.*\(got 'a'\)"),
         ({"datasets": {"DC": "missing/DC.json"}}, r"dataset 'DC': missing/DC\.json not found"),
         ({"variants": {"bad": {"gcn_depth": 2}}}, r"variant 'bad'.*gcn_depth"),

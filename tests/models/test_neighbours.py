@@ -11,10 +11,10 @@ import torch
 
 from basketgnn.data.dataset import from_sequences
 from basketgnn.data.split import Instances, make_split
-from basketgnn.models.dnntsp import DNNTSPConfig
+from basketgnn.engine.addons import NEIGHBOUR_KS, NEIGHBOUR_WEIGHTS
+from basketgnn.engine.recommender import NeuralRecommender
+from basketgnn.models.dnntsp import SPEC, DNNTSPConfig
 from basketgnn.models.neighbours import NeighbourPool, NeighbourScores, fuse_neighbours
-from basketgnn.recommenders.dnntsp import DNNTSPRecommender
-from basketgnn.train.trainer import NEIGHBOUR_KS, NEIGHBOUR_WEIGHTS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recommenders"))
 from test_tifu_knn import random_data, reference_scores  # noqa: E402
@@ -100,15 +100,15 @@ def test_pool_survives_the_checkpoint(tmp_path):
     data = random_data(4, n_users=60)
     sp = make_split(data, "temporal")
     config = DNNTSPConfig(epochs=2, embed_dim=8, batch_size=16, neighbour_weight=0.5, neighbour_k=5)
-    rec = DNNTSPRecommender(config, out_dir=tmp_path).fit(data, sp["train"], sp["validate"])
-    assert rec.model.neighbour_pool.k == 5 and rec.model.neighbour_weight == 0.5
+    rec = NeuralRecommender(SPEC, config, out_dir=tmp_path).fit(data, sp["train"], sp["validate"])
+    assert rec.addon.pool.k == 5 and rec.addon.weight == 0.5
     assert rec.params()["neighbour_weight_used"] == 0.5
-    loaded = DNNTSPRecommender.from_checkpoint(tmp_path / "best.pt")
+    loaded = NeuralRecommender.from_checkpoint(tmp_path / "best.pt")
     np.testing.assert_array_equal(loaded.score(data, sp["test"]), rec.score(data, sp["test"]))
     # Scoring is sigmoid(model score) + w * n, which is not the model's own score.
     fused = rec.score(data, sp["test"])
-    pool = rec.model.neighbour_pool
-    rec.model.neighbour_pool = None
+    pool = rec.addon.pool
+    rec.addon = None
     logits = rec.score(data, sp["test"])
     expected = fuse_neighbours(logits, pool.scores(data, sp["test"]), 0.5)
     np.testing.assert_allclose(fused, expected, rtol=1e-6)
@@ -118,23 +118,22 @@ def test_pool_survives_the_checkpoint(tmp_path):
 def test_auto_choice_is_the_best_validation_grid_point():
     data = random_data(5, n_users=80)
     sp = make_split(data, "temporal")
-    rec = DNNTSPRecommender(DNNTSPConfig(epochs=2, embed_dim=8, batch_size=16))
+    rec = NeuralRecommender(SPEC, DNNTSPConfig(epochs=2, embed_dim=8, batch_size=16))
     rec.fit(data, sp["train"], sp["validate"])
-    choice = rec.result.neighbours
-    assert len(choice["grid"]) == len(NEIGHBOUR_WEIGHTS) * len(NEIGHBOUR_KS)
-    best = max(g["validation_criterion"] for g in choice["grid"])
-    winner = [g for g in choice["grid"] if g["k"] == choice["k"] and g["weight"] == choice["weight"]]
+    choice = rec.result.addon
+    assert len(choice.grid) == len(NEIGHBOUR_WEIGHTS) * len(NEIGHBOUR_KS)
+    best = max(g["validation_criterion"] for g in choice.grid)
+    winner = [g for g in choice.grid if g["weight"] == choice.weight and (choice.k is None or g["k"] == choice.k)]
     assert winner[0]["validation_criterion"] == best
-    used = rec.model.neighbour_pool
-    assert (used is not None) == (choice["weight"] > 0)
+    assert (rec.addon is not None) == (choice.weight > 0)
 
 
 def test_switched_off_means_no_pool_and_plain_scores():
     data = random_data(6, n_users=60)
     sp = make_split(data, "temporal")
-    rec = DNNTSPRecommender(DNNTSPConfig(epochs=1, embed_dim=8, neighbour_weight=0))
+    rec = NeuralRecommender(SPEC, DNNTSPConfig(epochs=1, embed_dim=8, neighbour_weight=0))
     rec.fit(data, sp["train"], sp["validate"])
-    assert rec.result.neighbours is None and rec.model.neighbour_pool is None
+    assert rec.result.addon is None and rec.addon is None
     assert rec.params()["neighbour_weight_used"] == 0.0
 
 
@@ -171,11 +170,11 @@ def test_weight_zero_checkpoint_has_no_pool(tmp_path):
     data = random_data(7, n_users=60)
     sp = make_split(data, "temporal")
     config = DNNTSPConfig(epochs=1, embed_dim=8, neighbour_weight=0)
-    DNNTSPRecommender(config, out_dir=tmp_path).fit(data, sp["train"], sp["validate"])
+    NeuralRecommender(SPEC, config, out_dir=tmp_path).fit(data, sp["train"], sp["validate"])
     state = torch.load(tmp_path / "best.pt", weights_only=False)
-    assert "neighbours" not in state and "neighbour_choice" not in state
-    loaded = DNNTSPRecommender.from_checkpoint(tmp_path / "best.pt")
-    assert loaded.model.neighbour_pool is None
+    assert state["addon"] is None and "addon_choice" not in state["extras"]
+    loaded = NeuralRecommender.from_checkpoint(tmp_path / "best.pt")
+    assert loaded.addon is None
 
 
 def test_rows_slice_and_chunked_choice_agree(monkeypatch):
@@ -184,14 +183,14 @@ def test_rows_slice_and_chunked_choice_agree(monkeypatch):
     np.testing.assert_array_equal(part.offsets, [0, 0, 3])
     np.testing.assert_array_equal(part.items, [0, 2, 3])
     # The validation grid is the same whether fused in one chunk or in chunks of 7 rows.
-    import basketgnn.train.trainer as trainer
+    import basketgnn.engine.addons as addons
 
     data = random_data(8, n_users=60)
     sp = make_split(data, "temporal")
-    whole = DNNTSPRecommender(DNNTSPConfig(epochs=1, embed_dim=8)).fit(data, sp["train"], sp["validate"])
-    monkeypatch.setattr(trainer, "_FUSE_CHUNK", 7)
-    chunked = DNNTSPRecommender(DNNTSPConfig(epochs=1, embed_dim=8)).fit(data, sp["train"], sp["validate"])
-    assert whole.result.neighbours["grid"] == chunked.result.neighbours["grid"]
+    whole = NeuralRecommender(SPEC, DNNTSPConfig(epochs=1, embed_dim=8)).fit(data, sp["train"], sp["validate"])
+    monkeypatch.setattr(addons, "_FUSE_CHUNK", 7)
+    chunked = NeuralRecommender(SPEC, DNNTSPConfig(epochs=1, embed_dim=8)).fit(data, sp["train"], sp["validate"])
+    assert whole.result.addon.grid == chunked.result.addon.grid
     assert len(sp["validate"]) > 7
 
 

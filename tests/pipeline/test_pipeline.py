@@ -19,7 +19,7 @@ import pytest
 import yaml
 from rich.console import Console
 
-import basketgnn.train.trainer as trainer
+import basketgnn.engine.trainer as trainer
 from basketgnn.data.synth import generate_log, write_log
 from basketgnn.errors import UserError
 from basketgnn.pipeline.run import run_pipeline
@@ -346,6 +346,7 @@ def test_a_catalogue_smaller_than_the_largest_k_is_evaluated_at_the_ks_it_has(tm
         ({"split": {"kind": "weekly"}}, r"split\.kind"),
         ({"models": {"dnntsp": {"lr": -1}}}, r"models\.dnntsp: .*lr"),
         ({"models": {"baselines": ["most-popular"]}}, r"models\.baselines\[0\]: Unknown baseline"),
+        ({"models": {"dnntps": {}}}, r"models\.dnntps: unknown trainable model 'dnntps'; choose one of dnntsp"),
         ({"recommend": {"model": "tifu-knn"}}, r"recommend\.model is 'tifu-knn'"),
     ],
 )

@@ -1,6 +1,6 @@
 """G-TopFreq and P-TopFreq: hand-computed rankings, target independence, published numbers.
 
-Also covers the baseline registry (:mod:`basketgnn.recommenders.registry`).
+Also covers the baseline registry (:mod:`basketgnn.registry`).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from basketgnn.data.split import Instances, make_split
 from basketgnn.errors import UserError
 from basketgnn.metrics import ranking_metrics, top_k
 from basketgnn.recommenders.base import Recommender
-from basketgnn.recommenders.registry import BASELINES, make_baseline
 from basketgnn.recommenders.tifu_knn import TifuKnn
 from basketgnn.recommenders.topfreq import GTopFreq, PTopFreq
+from basketgnn.registry import BASELINES, make_baseline
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "dnntsp"
 

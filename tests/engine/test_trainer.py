@@ -10,11 +10,11 @@ import torch
 
 from basketgnn.data.dataset import from_sequences
 from basketgnn.data.split import make_split
+from basketgnn.engine.losses import bpr_loss, multi_hot, soft_margin_loss, weighted_mse_loss
+from basketgnn.engine.recommender import NeuralRecommender
 from basketgnn.evaluate import evaluate_model
-from basketgnn.models.dnntsp import DNNTSPConfig
-from basketgnn.recommenders.dnntsp import DNNTSPRecommender
+from basketgnn.models.dnntsp import SPEC, DNNTSPConfig
 from basketgnn.recommenders.topfreq import GTopFreq
-from basketgnn.train.losses import bpr_loss, multi_hot, soft_margin_loss, weighted_mse_loss
 
 
 def planted_data(n_users: int = 240, n_items: int = 60, seed: int = 0):
@@ -36,7 +36,7 @@ FAST = dict(lr=1e-2, batch_size=32, embed_dim=16, patience=50)
 
 def fit(data, out_dir=None, **kw):
     sp = make_split(data, "temporal")
-    rec = DNNTSPRecommender(DNNTSPConfig(**{**FAST, **kw}), out_dir=out_dir)
+    rec = NeuralRecommender(SPEC, DNNTSPConfig(**{**FAST, **kw}), out_dir=out_dir)
     rec.fit(data, sp["train"], sp["validate"])
     return rec, sp
 
@@ -90,7 +90,7 @@ def test_neighbour_options_do_not_restart_a_finished_training(tmp_path):
     again, _ = fit(data, tmp_path, epochs=2, neighbour_weight=0)  # resumed: nothing to train
     assert (tmp_path / "resume.pt").stat().st_mtime_ns == written  # a restart would rewrite it
     assert again.result.history == first.result.history
-    assert again.result.neighbours is None and again.model.neighbour_pool is None
+    assert again.result.addon is None and again.addon is None
 
 
 def test_early_stopping_keeps_best_epoch():

@@ -13,11 +13,10 @@ Data flow for a batch (R distinct rows, M user-nodes, B users, T = longest histo
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import torch
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     ValidationInfo,
@@ -26,18 +25,18 @@ from pydantic import (
 )
 from torch import nn
 
+from basketgnn.engine.options import TrainOptions
 from basketgnn.graph.cooccurrence import GraphBatch
 from basketgnn.nn.aggregation import TemporalAggregation
 from basketgnn.nn.gated_scorer import GatedScorer, repeat_features
 from basketgnn.nn.temporal_attention import MaskedTemporalSelfAttention
 from basketgnn.nn.weighted_gcn import WeightedGCN
 
-if TYPE_CHECKING:
-    from basketgnn.models.neighbours import NeighbourPool
 
-
-class DNNTSPConfig(BaseModel):
+class DNNTSPConfig(TrainOptions):
     """Everything that defines a DNNTSP model and its training; the single source of truth.
+    The training options (lr, epochs, seed, device, ...) are the engine's
+    (:class:`basketgnn.engine.options.TrainOptions`).
 
     The defaults are basketgnn's product settings: the published model plus three measured
     improvements (presence, repeat_features, dropout 0.4; see BENCHMARKS.md). The paper's exact
@@ -88,34 +87,6 @@ class DNNTSPConfig(BaseModel):
     neighbour_top: int = Field(
         100, ge=1, description="Neighbour-score entries kept per customer."
     )
-    train_prefixes: bool = Field(
-        False,
-        description="Beyond the paper: train on every prefix of each training history "
-        "(predict basket h from baskets < h for every h), not only on the last basket.",
-    )
-
-    loss: Literal["softmargin", "bpr", "mse"] = Field("softmargin", description="Training loss.")
-    lr: float = Field(1e-3, gt=0, description="Adam learning rate.")
-    weight_decay: float = Field(0.0, ge=0, description="Adam weight decay.")
-    batch_size: int = Field(64, ge=1, description="Users per batch.")
-    epochs: int = Field(100, ge=1, description="Maximum number of epochs.")
-    patience: int = Field(10, ge=1, description="Stop after this many epochs without a better validation NDCG.")
-    lr_patience: int = Field(3, ge=0, description="ReduceLROnPlateau patience (epochs, on training loss).")
-    seed: int = Field(0, description="Seed of initialisation and batch order.")
-    device: str = Field("cpu", description="torch device, e.g. cpu or cuda.")
-    threads: int = Field(0, ge=0, description="torch CPU threads (0 = torch's default).")
-
-
-    @field_validator("device")
-    @classmethod
-    def _device_exists(cls, value: str) -> str:
-        try:
-            device = torch.device(value)
-        except RuntimeError as e:
-            raise ValueError(f"not a torch device ({e})") from None
-        if device.type == "cuda" and not torch.cuda.is_available():
-            raise ValueError("CUDA is not available on this machine; use device: cpu")
-        return value
 
     @field_validator("neighbour_weight", "neighbour_k")
     @classmethod
@@ -168,10 +139,6 @@ class DNNTSP(nn.Module):
         # Without attention, the sequence is reduced by its mean over time.
         self.aggregate = TemporalAggregation(embed_dim, aggregation if attention else "mean")
         self.scorer = GatedScorer(num_items, embed_dim, gate, repeat_features, user_context)
-        # Not weights: set after training when neighbour scores join the ranking
-        # (models.neighbours, train.trainer.choose_neighbours) and kept in the checkpoint.
-        self.neighbour_pool: NeighbourPool | None = None
-        self.neighbour_weight = 0.0
 
     @classmethod
     def from_config(cls, num_items: int, config: DNNTSPConfig) -> DNNTSP:

@@ -1,0 +1,152 @@
+"""Ranking add-ons: the engine step after training that may change how a trained model ranks.
+
+After the best weights are restored, :func:`choose_addon` looks at the model's validation
+scores, the data and the train / validate instances, and picks an add-on (or none). The
+choice and the add-on's state go into the checkpoint's extras, and
+:class:`basketgnn.engine.recommender.NeuralRecommender` applies the add-on when scoring. The
+step knows nothing about the model: it sees scores [n, I] only, so it works for every model
+whose config carries the add-on's options.
+
+Today's one add-on is the neighbour score of :mod:`basketgnn.models.neighbours` (what a
+customer's nearest training customers buy, fused as sigmoid(score) + w · n), with its weight w
+and neighbour count k chosen on the validation customers. Its options (``neighbour_weight``,
+``neighbour_k``, ``neighbour_top``) are read from the model's config when it has them; a config
+without them gets no add-on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from basketgnn.data.dataset import BasketData
+from basketgnn.data.split import Instances
+from basketgnn.evaluate import usable_ks
+from basketgnn.metrics import ranking_metrics, top_k
+from basketgnn.models.neighbours import NeighbourPool, NeighbourScores, fuse_neighbours
+
+#: Config options that only act after training (a resumed training ignores changes to them).
+ADDON_OPTIONS: tuple[str, ...] = ("neighbour_weight", "neighbour_k", "neighbour_top")
+#: Weights and neighbour counts tried when the config asks for "auto".
+NEIGHBOUR_WEIGHTS: tuple[float, ...] = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5)
+NEIGHBOUR_KS: tuple[int, ...] = (100, 300)
+_FUSE_CHUNK = 2048  # validation rows fused at a time (memory: chunk x I float64)
+#: The validation metrics whose mean picks the weight (at the usable cut-offs among 10, 20).
+NEIGHBOUR_CRITERION: tuple[str, ...] = ("recall", "ndcg", "phr")
+
+
+@dataclass(frozen=True)
+class AddOnChoice:
+    """What validation chose: ``weight`` 0 means no add-on (then ``k`` is None); ``grid`` holds
+    every tried point as {k, weight, validation_criterion}."""
+
+    kind: str
+    weight: float
+    k: int | None
+    grid: list[dict[str, float]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AddOnChoice:
+        return cls(d.get("kind", "neighbours"), float(d["weight"]), d.get("k"), list(d.get("grid", [])))
+
+    def describe(self) -> str:
+        if self.weight > 0:
+            return f"neighbour scores: weight {self.weight} with {self.k} neighbours"
+        return "neighbour scores: off (weight 0 ranked best on the validation customers)"
+
+
+class NeighbourAddOn:
+    """Ranks by sigmoid(score) + weight · n (``models.neighbours.fuse_neighbours``).
+
+    ``search`` (the neighbour search, numpy / sparse products that release the GIL) is separate
+    from ``fuse`` so the recommender can run it beside the model's scoring.
+    """
+
+    kind = "neighbours"
+
+    def __init__(self, pool: NeighbourPool, weight: float) -> None:
+        self.pool = pool
+        self.weight = float(weight)
+
+    def search(self, data: BasketData, instances: Instances) -> NeighbourScores:
+        return self.pool.scores(data, instances)
+
+    def fuse(self, logits: np.ndarray, found: NeighbourScores) -> np.ndarray:
+        """Shapes: logits [n, I] -> [n, I] float64."""
+        return fuse_neighbours(logits, found, self.weight)
+
+    def state(self) -> dict[str, Any]:
+        return {"kind": self.kind, **self.pool.state(), "weight": self.weight}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> NeighbourAddOn:
+        return cls(NeighbourPool.from_state(state), float(state["weight"]))
+
+
+def addon_from_state(state: dict[str, Any] | None) -> NeighbourAddOn | None:
+    """The add-on a checkpoint stored (None: the model ranks by its own scores)."""
+    if state is None:
+        return None
+    if state.get("kind", "neighbours") != "neighbours":
+        raise ValueError(f"unknown ranking add-on {state.get('kind')!r}")
+    return NeighbourAddOn.from_state(state)
+
+
+def wants_addon(config: Any) -> bool:
+    """Whether the config asks for the add-on step (its options present and not 0)."""
+    return getattr(config, "neighbour_weight", 0) != 0
+
+
+def choose_addon(
+    config: Any,
+    val_scores: np.ndarray,
+    data: BasketData,
+    train: Instances,
+    validate: Instances,
+) -> tuple[NeighbourAddOn | None, AddOnChoice | None]:
+    """Pick the neighbour weight and k on the validation customers.
+
+    Every (k, weight) of the grid re-ranks the trained model's validation scores
+    ``val_scores`` [n_val, I]; the winner has the best mean of recall, NDCG and PHR at 10 and
+    20 (ties: the smaller weight, then the smaller k). Returns (the add-on, or None when the
+    winning weight is 0; the choice with every grid point's criterion), or (None, None) when
+    the config switches the step off.
+    """
+    if not wants_addon(config):
+        return None, None
+    weights = NEIGHBOUR_WEIGHTS if config.neighbour_weight == "auto" else (float(config.neighbour_weight),)
+    ks_nbr = NEIGHBOUR_KS if config.neighbour_k == "auto" else (int(config.neighbour_k),)
+    targets = data.targets(validate.users, validate.n_history)
+    cuts = usable_ks((10, 20), data.n_items)
+
+    def criterion(neighbours: NeighbourScores, w: float) -> float:
+        # Fused scores are made chunk by chunk: [chunk, I] float64, never [n_val, I].
+        ranked = np.empty((len(val_scores), max(cuts)), dtype=np.int64)
+        for start in range(0, len(val_scores), _FUSE_CHUNK):
+            stop = min(start + _FUSE_CHUNK, len(val_scores))
+            scores = val_scores[start:stop]
+            if w > 0:
+                scores = fuse_neighbours(scores, neighbours.rows(start, stop), w)
+            ranked[start:stop] = top_k(scores, max(cuts))
+        m = ranking_metrics(ranked, targets.values, targets.offsets, data.n_items, ks=cuts)
+        return float(np.mean([m[f"{name}@{k}"] for name in NEIGHBOUR_CRITERION for k in cuts]))
+
+    pool = NeighbourPool.build(data, train, k=max(ks_nbr), top=config.neighbour_top)
+    by_k = pool.scores_by_k(data, validate, ks_nbr)  # one search for every k
+    grid = [
+        {"k": k, "weight": w, "validation_criterion": round(criterion(by_k[k], w), 6)}
+        for k in ks_nbr
+        for w in weights
+    ]
+    best = max(grid, key=lambda g: (g["validation_criterion"], -g["weight"], -g["k"]))
+    # With weight 0 the neighbours are not used, so no k was chosen.
+    choice = AddOnChoice(
+        "neighbours", best["weight"], int(best["k"]) if best["weight"] > 0 else None, grid
+    )
+    addon = NeighbourAddOn(pool.with_k(best["k"]), best["weight"]) if best["weight"] > 0 else None
+    return addon, choice

@@ -1,0 +1,150 @@
+"""A checkpoint is one model-agnostic file: format, model name (a registry name), config,
+weights, the item id mapping and extras (best epoch, validation metrics, data fingerprint, the
+ranking add-on's choice and state, where the data came from).
+
+Checkpoints of format ``basketgnn-dnntsp-checkpoint/1`` (DNNTSP before the engine held several
+models) load as model ``dnntsp``; their top-level keys become the extras.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from pydantic import ValidationError
+from torch import nn
+
+from basketgnn.engine.addons import NeighbourAddOn, addon_from_state, wants_addon
+from basketgnn.engine.options import TrainOptions
+from basketgnn.errors import UserError
+from basketgnn.io_utils import atomic_path
+
+if TYPE_CHECKING:
+    from basketgnn.engine.spec import ModelSpec
+
+CHECKPOINT_FORMAT = "basketgnn-checkpoint/2"
+#: Written by basketgnn before the generic engine: DNNTSP only, extras at the top level.
+LEGACY_DNNTSP_FORMAT = "basketgnn-dnntsp-checkpoint/1"
+_LEGACY_CORE = ("format", "config", "num_items", "state_dict", "item_ids", "neighbours")
+
+
+@dataclass
+class Checkpoint:
+    """A loaded checkpoint: the module in eval mode and everything stored beside it."""
+
+    model_name: str
+    spec: ModelSpec
+    module: nn.Module
+    config: TrainOptions
+    item_ids: np.ndarray
+    extras: dict[str, Any]
+    addon: NeighbourAddOn | None
+
+
+def save_checkpoint(
+    path: str | Path,
+    model_name: str,
+    module: nn.Module,
+    config: TrainOptions,
+    item_ids: np.ndarray,
+    extras: dict[str, Any],
+    addon: NeighbourAddOn | None = None,
+) -> None:
+    """Write the checkpoint atomically (a crash never leaves a half-written file)."""
+    state = {
+        "format": CHECKPOINT_FORMAT,
+        "model": model_name,
+        "config": config.model_dump(),
+        "num_items": len(item_ids),
+        "state_dict": {k: v.detach().cpu() for k, v in module.state_dict().items()},
+        "item_ids": [str(i) for i in item_ids.tolist()],
+        "addon": addon.state() if addon is not None else None,
+        "extras": extras,
+    }
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)
+
+
+def _read(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise UserError(f"{path}: no such checkpoint file. Train one with `basketgnn train`.")
+    try:
+        # Always onto the CPU first: a GPU-trained checkpoint must load on any machine.
+        state = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as e:  # noqa: BLE001 - any unpickling failure means "not a checkpoint"
+        raise UserError(f"{path}: not a basketgnn checkpoint ({type(e).__name__}).") from None
+    if not isinstance(state, dict) or state.get("format") not in (CHECKPOINT_FORMAT, LEGACY_DNNTSP_FORMAT):
+        raise UserError(
+            f"{path}: not a basketgnn checkpoint (format {CHECKPOINT_FORMAT}); train one with "
+            "`basketgnn train`."
+        )
+    if state["format"] == LEGACY_DNNTSP_FORMAT:
+        state = {
+            "format": CHECKPOINT_FORMAT,
+            "model": "dnntsp",
+            "config": state["config"],
+            "num_items": state["num_items"],
+            "state_dict": state["state_dict"],
+            "item_ids": state["item_ids"],
+            "addon": state.get("neighbours"),
+            "extras": {
+                **{k: v for k, v in state.items() if k not in _LEGACY_CORE},
+                # The legacy name of the add-on choice.
+                **({"addon_choice": state["neighbour_choice"]} if "neighbour_choice" in state else {}),
+            },
+        }
+        state["extras"].pop("neighbour_choice", None)
+    return state
+
+
+def load_checkpoint(path: str | Path, device: str = "cpu") -> Checkpoint:
+    """Load any model's checkpoint (its model found by name in the registry)."""
+    from basketgnn.registry import get_spec
+
+    path = Path(path)
+    state = _read(path)
+    spec = get_spec(state["model"], where=f"{path}: ")
+    try:
+        spec.config_cls(device=device)
+    except ValidationError as e:
+        raise UserError(f"device {device!r}: {e.errors()[0]['msg']}") from None
+    try:
+        config = spec.config_cls(**state["config"]).model_copy(update={"device": device})
+        module = spec.build(state["num_items"], config)
+        module.load_state_dict(state["state_dict"])
+        addon = addon_from_state(state.get("addon"))
+    except Exception as e:  # noqa: BLE001 - a checkpoint of another version or model
+        raise UserError(
+            f"{path}: written by an incompatible basketgnn version ({type(e).__name__}); "
+            "train it again."
+        ) from None
+    extras = dict(state.get("extras") or {})
+    if wants_addon(config) and "addon_choice" not in extras:
+        warnings.warn(
+            f"{path}: the run stopped before choosing its neighbour weight; this checkpoint "
+            "ranks without neighbour scores. Rerun the same `basketgnn train` to finish it.",
+            stacklevel=2,
+        )
+    module.to(device).eval()
+    return Checkpoint(
+        model_name=state["model"],
+        spec=spec,
+        module=module,
+        config=config,
+        item_ids=np.asarray(state["item_ids"]),
+        extras=extras,
+        addon=addon,
+    )
+
+
+def stamp_checkpoint(path: str | Path, data: str | Path, split_spec: str) -> None:
+    """Record where the checkpoint's data came from, so evaluate / predict / recommend can
+    default to it. Rewrites the file atomically (in the current format)."""
+    state = _read(Path(path))
+    state["extras"].update(data=str(Path(data).resolve()), split_spec=split_spec)
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)

@@ -1,0 +1,106 @@
+"""Any neural model behind the Recommender interface: ``fit`` trains it with the engine,
+``score`` runs the best module (and its ranking add-on, when validation chose one)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from torch import nn
+
+from basketgnn.data.dataset import BasketData
+from basketgnn.data.split import Instances
+from basketgnn.engine.addons import NeighbourAddOn
+from basketgnn.engine.checkpoint import load_checkpoint
+from basketgnn.engine.options import TrainOptions
+from basketgnn.engine.spec import ModelSpec
+from basketgnn.engine.trainer import TrainResult, score_source, setup_torch, train_model
+from basketgnn.errors import UserError
+
+
+class NeuralRecommender:
+    """Args:
+        spec: the model (``basketgnn.registry.get_spec(name)``).
+        config: its options (default: ``spec.config_cls()``).
+        out_dir: where training writes best.pt, resume.pt and train_log.jsonl (None: nowhere).
+        progress: show a progress bar while training (at a terminal only).
+        on_epoch: called with each epoch's log record.
+    """
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        config: TrainOptions | None = None,
+        out_dir: str | Path | None = None,
+        progress: bool = False,
+        on_epoch: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.config = config if config is not None else spec.config_cls()
+        self.out_dir = out_dir
+        self.progress = progress
+        self.on_epoch = on_epoch
+        self.model: nn.Module | None = None
+        self.addon: NeighbourAddOn | None = None
+        self.item_ids: np.ndarray | None = None
+        self.result: TrainResult | None = None
+        self.checkpoint: dict[str, Any] = {}  # the extras of a loaded checkpoint
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Path, device: str | None = None) -> NeuralRecommender:
+        ckpt = load_checkpoint(path, device or "cpu")
+        rec = cls(ckpt.spec, ckpt.config)
+        rec.model = ckpt.module
+        rec.addon = ckpt.addon
+        rec.item_ids = ckpt.item_ids
+        rec.checkpoint = ckpt.extras
+        return rec
+
+    def fit(self, data: BasketData, train: Instances, validate: Instances | None = None) -> NeuralRecommender:
+        if validate is None or len(validate) == 0:
+            raise UserError(f"{self.name} needs validation instances to choose its best epoch.")
+        self.model, self.addon, self.result = train_model(
+            self.spec, data, train, validate, self.config, self.out_dir, self.progress, self.on_epoch
+        )
+        self.item_ids = data.item_ids
+        return self
+
+    def score(self, data: BasketData, instances: Instances) -> np.ndarray:
+        """Ranking scores [len(instances), I]: the module's logits, or the add-on's fused
+        scores. The add-on never uses an instance's own customer id (``data.user_ids``) as a
+        neighbour."""
+        if self.model is None:
+            raise RuntimeError("score() before fit() or from_checkpoint()")
+        n_items = len(self.item_ids) if self.item_ids is not None else data.n_items
+        if data.n_items != n_items:
+            raise ValueError(
+                f"data has {data.n_items} items but the model {n_items}; "
+                "align the data to the model's catalogue first (BasketData.aligned_to)"
+            )
+        device = setup_torch(self.config)
+        addon = self.addon
+        if addon is None:
+            source = self.spec.batches(data, instances, self.config, False)
+            return score_source(self.model, source, data.n_items, device)
+        # The add-on's search (mostly single-threaded numpy / sparse products, which release
+        # the GIL) runs beside the model's scoring; deterministic either way.
+        with ThreadPoolExecutor(max_workers=1) as pool_thread:
+            search = pool_thread.submit(addon.search, data, instances)
+            source = self.spec.batches(data, instances, self.config, False)
+            logits = score_source(self.model, source, data.n_items, device)
+            found = search.result()
+        return addon.fuse(logits, found)
+
+    def params(self) -> dict[str, Any]:
+        p: dict[str, Any] = self.config.model_dump()
+        if self.result is not None:
+            p.update(best_epoch=self.result.best_epoch, epochs_run=self.result.epochs_run)
+        if self.model is not None and "neighbour_weight" in p:
+            addon = self.addon  # None: the neighbour weight stays 0
+            p.update(neighbour_weight_used=addon.weight if addon is not None else 0.0,
+                     neighbour_k_used=addon.pool.k if addon is not None else None)
+        return p

@@ -1,0 +1,333 @@
+"""The one training loop for every neural model (MODEL.md §4), with early stopping and
+crash-safe resume. The model supplies a :class:`basketgnn.engine.spec.ModelSpec`; nothing here
+names a model.
+
+Each epoch: batches of instances with similar history length (little padding) in a seeded
+random order; Adam; ReduceLROnPlateau on the mean training loss; mean validation NDCG over
+K in {10, 20, 30, 40} decides the best checkpoint and early stopping. After training the best
+weights are restored and the ranking add-on step runs (:mod:`basketgnn.engine.addons`).
+
+Files in ``out_dir``:
+    best.pt            the best checkpoint (engine.checkpoint: model name, config, weights,
+                       item ids, extras: epoch, validation metrics, add-on)
+    resume.pt          state after the last finished epoch (model, optimiser, scheduler, best)
+    train_log.jsonl    one JSON object per finished epoch
+
+Randomness is derived from (seed, epoch) at the start of every epoch, so an interrupted run
+resumed from ``resume.pt`` follows exactly the same path as an uninterrupted one.
+
+Distributed training (torch.distributed) is not implemented, but the seams are here:
+:class:`BatchPlan` gives every rank the same number of steps from one seeded plan
+(``world_size`` / ``rank``), only ``rank == 0`` writes files (``_writes``), and the early-stopping
+decision is a function of the validation metrics, which every rank computes on the same
+validation instances (a DDP run would all-reduce them, or score on rank 0 and broadcast).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from basketgnn.data.dataset import BasketData
+from basketgnn.data.split import Instances, prefix_instances
+from basketgnn.engine.addons import (
+    ADDON_OPTIONS,
+    AddOnChoice,
+    NeighbourAddOn,
+    choose_addon,
+    wants_addon,
+)
+from basketgnn.engine.checkpoint import save_checkpoint
+from basketgnn.engine.losses import compute_loss, multi_hot
+from basketgnn.engine.options import TrainOptions
+from basketgnn.engine.progress import progress_bar
+from basketgnn.engine.spec import BatchSource, ModelSpec
+from basketgnn.evaluate import usable_ks
+from basketgnn.fingerprint import data_fingerprint
+from basketgnn.io_utils import atomic_path, write_text
+from basketgnn.metrics import KS, ranking_metrics, top_k
+
+
+@dataclass
+class TrainResult:
+    best_epoch: int
+    best_validation: dict[str, float]
+    epochs_run: int
+    seconds: float
+    history: list[dict[str, Any]] = field(default_factory=list)
+    addon: AddOnChoice | None = None  # what the add-on step chose (engine.addons)
+
+
+def setup_torch(config: TrainOptions) -> torch.device:
+    """Threads and float behaviour for training and scoring; returns the device."""
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    # Denormal floats (tiny gradients of saturated sigmoids) are ~40x slower on x86 CPUs.
+    torch.set_flush_denormal(True)
+    return torch.device(config.device)
+
+
+def length_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator | None) -> list[np.ndarray]:
+    """Split indices into batches of similar ``lengths``, in random order when ``rng`` is given.
+
+    Sorting by (length, random key) keeps padding small while still mixing users between epochs.
+    """
+    tie = rng.random(len(lengths)) if rng is not None else np.arange(len(lengths))
+    order = np.lexsort((tie, lengths))
+    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    if rng is not None:
+        batches = [batches[i] for i in rng.permutation(len(batches))]
+    return batches
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """Which batches of an epoch a process runs.
+
+    Every rank draws the same seeded :func:`length_batches` plan, then takes every
+    ``world_size``-th batch from ``rank`` on, cut to the same count on every rank (a DDP step
+    is collective, so a rank with one step more would hang). ``world_size`` 1 is today's
+    single-process run: every batch, in plan order.
+    """
+
+    batch_size: int
+    world_size: int = 1
+    rank: int = 0
+
+    def epoch(self, lengths: np.ndarray, seed: int, epoch: int) -> list[np.ndarray]:
+        rng = np.random.default_rng([seed, epoch])
+        batches = length_batches(lengths, self.batch_size, rng)
+        if self.world_size == 1:
+            return batches
+        steps = len(batches) // self.world_size
+        return batches[self.rank :: self.world_size][:steps]
+
+
+@torch.no_grad()
+def score_source(
+    module: nn.Module, source: BatchSource, n_items: int, device: torch.device, batch_size: int = 256
+) -> np.ndarray:
+    """The module's scores of every item for every instance of ``source`` (logits; a ranking
+    add-on is applied on top of them by the recommender).
+
+    Shapes: -> [len(source), n_items] float32.
+    """
+    module.eval()
+    out = np.zeros((len(source), n_items), dtype=np.float32)
+    for idx in length_batches(source.lengths, batch_size, None):
+        batch = source.collate(idx, with_targets=False).to(device)
+        out[idx] = module(batch).float().cpu().numpy()
+    return out
+
+
+def validation_metrics(
+    module: nn.Module, source: BatchSource, data: BasketData, validate: Instances, device: torch.device
+) -> tuple[dict[str, float], np.ndarray]:
+    """Ranking metrics of the module's own scores on the validation instances plus
+    ``mean_ndcg`` (the model-selection criterion); also returns the scores [n_val, I]."""
+    scores = score_source(module, source, data.n_items, device)
+    targets = data.targets(validate.users, validate.n_history)
+    ks = usable_ks(KS, data.n_items)
+    m = ranking_metrics(top_k(scores, max(ks)), targets.values, targets.offsets, data.n_items, ks=ks)
+    m["mean_ndcg"] = float(np.mean([m[f"ndcg@{k}"] for k in ks]))
+    return m, scores
+
+
+def _default_loss(n_items: int, config: TrainOptions) -> Callable[..., torch.Tensor]:
+    def loss(module: nn.Module, batch: Any, scores: torch.Tensor, cfg: Any) -> torch.Tensor:
+        assert batch.target_items is not None and batch.target_offsets is not None
+        y = multi_hot(batch.target_items, batch.target_offsets, n_items)
+        return compute_loss(config.loss, scores, y)
+
+    return loss
+
+
+def train_model(
+    spec: ModelSpec,
+    data: BasketData,
+    train: Instances,
+    validate: Instances,
+    config: TrainOptions,
+    out_dir: str | Path | None = None,
+    progress: bool = True,
+    on_epoch: Callable[[dict[str, Any]], None] | None = None,
+    plan: BatchPlan | None = None,
+) -> tuple[nn.Module, NeighbourAddOn | None, TrainResult]:
+    """Train ``spec``'s model; returns the best module (by validation mean NDCG), the ranking
+    add-on chosen after training (None: rank by the module's scores) and a summary.
+
+    With ``out_dir``, writes best.pt / resume.pt / train_log.jsonl there and resumes from
+    resume.pt when it exists for the same model, config and data. ``plan`` is the batch plan
+    (default: one process, ``config.batch_size``).
+    """
+    t_start = time.perf_counter()
+    device = setup_torch(config)
+    torch.manual_seed(config.seed)
+    module = spec.build(data.n_items, config).to(device)
+    optimizer = torch.optim.Adam(module.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
+        optimizer, mode="min", patience=config.lr_patience
+    )
+    plan = plan or BatchPlan(config.batch_size)
+    writes = plan.rank == 0  # only rank 0 writes files
+    loss_fn = spec.loss or _default_loss(data.n_items, config)
+    pool_train = train  # the add-on's pool: one row per training customer, never prefixes
+    if config.train_prefixes:
+        train = prefix_instances(train)
+    train_source = spec.batches(data, train, config, True)
+    val_source = spec.batches(data, validate, config, False)
+    fingerprint = data_fingerprint(data, train, validate)
+
+    out = Path(out_dir) if out_dir is not None else None
+    history: list[dict[str, Any]] = []
+    best: dict[str, Any] = {"epoch": 0, "metrics": {"mean_ndcg": -1.0}, "state": None}
+    start_epoch = 1
+    if out is not None:
+        if writes:
+            out.mkdir(parents=True, exist_ok=True)
+        resumed = _load_resume(out / "resume.pt", spec.name, config, fingerprint)
+        if resumed is None:
+            # A different run: start its log and checkpoints afresh, never mixed with the old.
+            if writes:
+                for stale_file in ("train_log.jsonl", "best.pt", "resume.pt"):
+                    (out / stale_file).unlink(missing_ok=True)
+        else:
+            module.load_state_dict(resumed["model"])
+            optimizer.load_state_dict(resumed["optimizer"])
+            scheduler.load_state_dict(resumed["scheduler"])
+            best = resumed["best"]
+            history = resumed["history"]
+            start_epoch = resumed["epoch"] + 1
+            # The log may hold epochs finished after the resume state was written: drop them.
+            if writes:
+                _write_log(out / "train_log.jsonl", history)
+
+    stale = start_epoch - 1 - best["epoch"]
+    epoch = start_epoch - 1
+    for epoch in range(start_epoch, config.epochs + 1):
+        if stale >= config.patience:
+            epoch -= 1
+            break
+        t0 = time.perf_counter()
+        torch.manual_seed(config.seed * 100_003 + epoch)
+        module.train()
+        losses = []
+        batches = plan.epoch(train_source.lengths, config.seed, epoch)
+        bar = progress_bar(batches, desc=f"epoch {epoch}", enabled=progress, unit="batch")
+        for idx in bar:
+            batch = train_source.collate(idx).to(device)
+            if spec.skip_batch is not None and spec.skip_batch(batch):
+                continue
+            scores = module(batch)  # [B, I]
+            loss = loss_fn(module, batch, scores, config)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+            bar.set_postfix(loss=f"{np.mean(losses):.4f}")
+        train_loss = float(np.mean(losses))
+        scheduler.step(train_loss)
+        train_s = time.perf_counter() - t0
+        val, _ = validation_metrics(module, val_source, data, validate, device)
+        record = {
+            "epoch": epoch,
+            "train_loss": round(train_loss, 6),
+            "lr": optimizer.param_groups[0]["lr"],
+            "train_s": round(train_s, 3),
+            "validate_s": round(time.perf_counter() - t0 - train_s, 3),
+            **{f"val_{k}": round(v, 6) for k, v in val.items()},
+        }
+        improved = val["mean_ndcg"] > best["metrics"]["mean_ndcg"]
+        record["best"] = improved
+        history.append(record)
+        if improved:
+            best = {"epoch": epoch, "metrics": val, "state": copy.deepcopy(module.state_dict())}
+            stale = 0
+        else:
+            stale += 1
+        if out is not None and writes:
+            if improved:
+                save_checkpoint(
+                    out / "best.pt", spec.name, module, config, data.item_ids,
+                    {"epoch": epoch, "validation": val, "data_fingerprint": fingerprint},
+                )
+            with open(out / "train_log.jsonl", "a") as f:
+                f.write(json.dumps(record) + "\n")
+            _save_resume(out / "resume.pt", spec.name, module, optimizer, scheduler, epoch, best,
+                         history, config, fingerprint)
+        if on_epoch is not None:
+            on_epoch(record)
+
+    if best["state"] is not None:
+        module.load_state_dict(best["state"])
+    module.eval()
+    addon, choice = None, None
+    if best["state"] is not None and wants_addon(config):
+        # The ranking add-on step: any model, from its validation scores.
+        _, val_scores = validation_metrics(module, val_source, data, validate, device)
+        addon, choice = choose_addon(config, val_scores, data, pool_train, validate)
+    if out is not None and writes and best["state"] is not None and choice is not None:
+        # best.pt was written during training; add the add-on choice (and its state, if used).
+        save_checkpoint(
+            out / "best.pt", spec.name, module, config, data.item_ids,
+            {"epoch": best["epoch"], "validation": best["metrics"], "data_fingerprint": fingerprint,
+             "addon_choice": choice.as_dict()},
+            addon=addon,
+        )
+    return module, addon, TrainResult(
+        best_epoch=best["epoch"],
+        best_validation=best["metrics"],
+        epochs_run=epoch,
+        seconds=time.perf_counter() - t_start,
+        history=history,
+        addon=choice,
+    )
+
+
+def _save_resume(path: Path, model_name, module, optimizer, scheduler, epoch, best, history, config, fingerprint) -> None:
+    with atomic_path(path) as tmp:
+        torch.save(
+            {
+                "model_name": model_name,
+                "model": module.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
+                "epoch": epoch,
+                "best": best,
+                "history": history,
+                "config": config.model_dump(),
+                "fingerprint": fingerprint,
+            },
+            tmp,
+        )
+
+
+def _load_resume(path: Path, model_name: str, config: TrainOptions, fingerprint: str) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    # Settings that do not change training: the add-on options only act after it.
+    ignored = ("device", "threads", "epochs", *ADDON_OPTIONS)
+    same_run = {k: v for k, v in state["config"].items() if k not in ignored}
+    wanted = {k: v for k, v in config.model_dump().items() if k not in ignored}
+    if (
+        same_run != wanted
+        or state["fingerprint"] != fingerprint
+        # resume.pt written before the engine held one model of several: DNNTSP's
+        or state.get("model_name", "dnntsp") != model_name
+    ):
+        return None
+    return state
+
+
+def _write_log(path: Path, history: list[dict[str, Any]]) -> None:
+    write_text(path, "".join(json.dumps(r) + "\n" for r in history))

@@ -1,0 +1,39 @@
+"""DNNTSP (Yu et al., KDD 2020) as one model folder: the module and its config in
+``model.py``, the data it reads (per-user co-occurrence graphs, ``graph.cooccurrence``) and its
+:class:`~basketgnn.engine.spec.ModelSpec` here. The engine does the rest."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from basketgnn.data.dataset import BasketData
+from basketgnn.data.split import Instances
+from basketgnn.engine.spec import ModelSpec
+from basketgnn.graph.cooccurrence import GraphBatch, UserGraphs, build_user_graphs
+from basketgnn.models.dnntsp.model import DNNTSP, DNNTSPConfig
+
+__all__ = ["DNNTSP", "DNNTSPConfig", "SPEC"]
+
+
+def _build(n_items: int, config: Any) -> DNNTSP:
+    return DNNTSP.from_config(n_items, config)
+
+
+def _batches(data: BasketData, instances: Instances, config: Any, with_targets: bool) -> UserGraphs:
+    return build_user_graphs(data, instances, with_targets=with_targets)
+
+
+def _too_small_for_batchnorm(batch: GraphBatch) -> bool:
+    # Train-mode BatchNorm needs two rows; a lone one-item, one-basket user teaches nothing the
+    # other batches do not.
+    return float(batch.row_weight.sum()) < 2
+
+
+SPEC = ModelSpec(
+    name="dnntsp",
+    description="DNNTSP (Yu et al., KDD 2020): weighted GCN, temporal attention, gated scorer",
+    config_cls=DNNTSPConfig,
+    build=_build,
+    batches=_batches,
+    skip_batch=_too_small_for_batchnorm,
+)

@@ -1,0 +1,124 @@
+"""Every recommender by name, baselines and neural models alike (the CLI, the pipeline, the
+ablation and checkpoints find models here and nowhere else).
+
+A neural model is registered by one line in :data:`NEURAL`: its name, the package whose
+``__init__.py`` exposes ``SPEC: ModelSpec`` (imported only when the model is used, so the CLI
+starts fast) and a one-line description for help texts and error messages. A baseline is one
+line in :data:`BASELINES`: its name, ``module:Class`` and description.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from basketgnn.errors import UserError
+
+if TYPE_CHECKING:
+    from basketgnn.engine.options import TrainOptions
+    from basketgnn.engine.spec import ModelSpec
+    from basketgnn.recommenders.base import Recommender
+
+#: name -> (module:Class, description). Fitted on the split's training part, in seconds.
+BASELINES: dict[str, tuple[str, str]] = {
+    "g-topfreq": ("basketgnn.recommenders.topfreq:GTopFreq", "most popular items overall"),
+    "p-topfreq": ("basketgnn.recommenders.topfreq:PTopFreq", "each customer's most bought items, then popular ones"),
+    "tifu-knn": ("basketgnn.recommenders.tifu_knn:TifuKnn", "TIFU-KNN (Hu et al., SIGIR 2020), tuned on validation"),
+}
+
+#: name -> (package exposing SPEC, description). Trained by the engine (basketgnn.engine).
+NEURAL: dict[str, tuple[str, str]] = {
+    "dnntsp": ("basketgnn.models.dnntsp", "DNNTSP (Yu et al., KDD 2020): weighted GCN, temporal attention, gated scorer"),
+}
+
+DEFAULT_MODEL = "dnntsp"
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    kind: Literal["baseline", "neural"]
+    description: str
+
+
+def models() -> list[ModelInfo]:
+    """Every registered model, baselines first."""
+    return [ModelInfo(n, "baseline", d) for n, (_, d) in BASELINES.items()] + [
+        ModelInfo(n, "neural", d) for n, (_, d) in NEURAL.items()
+    ]
+
+
+def names(kind: Literal["baseline", "neural"] | None = None) -> list[str]:
+    return [m.name for m in models() if kind is None or m.kind == kind]
+
+
+def is_neural(name: str) -> bool:
+    return name in NEURAL
+
+
+def help_text(kind: Literal["baseline", "neural"] | None = None) -> str:
+    """``name (description); ...`` for CLI help."""
+    return "; ".join(f"{m.name} ({m.description})" for m in models() if kind is None or m.kind == kind)
+
+
+def check_name(name: str, where: str = "", kind: Literal["baseline", "neural"] | None = None) -> None:
+    """A :class:`UserError` listing the valid names when ``name`` is not a registered model."""
+    valid = names(kind)
+    if name not in valid:
+        what = {"baseline": "baseline", "neural": "trainable model", None: "model"}[kind]
+        problem = f"unknown {what} {name!r}; choose one of {', '.join(valid)}."
+        raise UserError(f"{where}{problem}" if where else problem[0].upper() + problem[1:])
+
+
+def get_spec(name: str, where: str = "") -> ModelSpec:
+    """The :class:`ModelSpec` of a neural model (its package imported now)."""
+    check_name(name, where, "neural")
+    spec = importlib.import_module(NEURAL[name][0]).SPEC
+    if spec.name != name:
+        raise RuntimeError(f"{NEURAL[name][0]}.SPEC is named {spec.name!r}, registered as {name!r}")
+    return spec
+
+
+def config_class(name: str) -> type[TrainOptions]:
+    return get_spec(name).config_cls
+
+
+def make_baseline(name: str, **kwargs: Any) -> Recommender:
+    """A new, unfitted baseline; ``kwargs`` go to its constructor.
+
+    Raises :class:`UserError` for an unknown name (listing the valid ones), options the baseline
+    does not take, or invalid option values.
+    """
+    check_name(name, kind="baseline")
+    module, cls = BASELINES[name][0].split(":")
+    try:
+        return getattr(importlib.import_module(module), cls)(**kwargs)
+    except (TypeError, ValueError) as e:
+        raise UserError(f"Baseline {name!r}: invalid options ({e}).") from None
+
+
+def make_recommender(
+    name: str,
+    options: dict[str, Any] | Any | None = None,
+    *,
+    out_dir: str | Path | None = None,
+    progress: bool = False,
+    on_epoch: Any = None,
+) -> Recommender:
+    """A new, unfitted recommender of any registered model.
+
+    ``options``: a baseline's constructor options, or a neural model's config (an instance of
+    its config class, or a dict of overrides checked like a config file). ``out_dir``,
+    ``progress`` and ``on_epoch`` go to the training engine (neural models only).
+    """
+    check_name(name)
+    if not is_neural(name):
+        return make_baseline(name, **(options or {}))
+    from basketgnn.config import load_config
+    from basketgnn.engine.recommender import NeuralRecommender
+
+    spec = get_spec(name)
+    config = options if isinstance(options, spec.config_cls) else load_config(None, model=name, **(options or {}))
+    return NeuralRecommender(spec, config, out_dir=out_dir, progress=progress, on_epoch=on_epoch)

@@ -1,1 +1,0 @@
-"""Training DNNTSP: losses, the training loop, checkpoints."""
