@@ -1,8 +1,11 @@
 """PyTorch Lightning's Trainer against basketgnn's plain training loop on DNNTSP (issue 9, item 1:
 "Prefer Lightning's Trainer if it keeps DNNTSP's epoch time within 5% and resume exact").
 
-    cd /work/wt-lightning && PYTHONPATH=$PWD:/tmp/lightning-site flock /tmp/basketgnn-timing.lock \
-        /work/main/.venv/bin/python benchmarks/bench_lightning.py --data TaFeng --epochs 4 --pairs 3
+    # the timed runs (under the shared machine's timing lock), then the resume checks (untimed)
+    PYTHONPATH=$PWD:/tmp/lightning-site flock /tmp/basketgnn-timing.lock .venv/bin/python \
+        benchmarks/bench_lightning.py --data TaFeng --epochs 4 --pairs 3 --threads 1 --part timing
+    PYTHONPATH=$PWD:/tmp/lightning-site nice -n 10 .venv/bin/python \
+        benchmarks/bench_lightning.py --data TaFeng --epochs 4 --threads 1 --part resume
 
 Lightning is not a dependency of basketgnn; install it beside the venv, e.g.
 ``pip install --no-deps --target /tmp/lightning-site "lightning==2.2.*" lightning-utilities
@@ -20,13 +23,17 @@ lightning  DNNTSP in a LightningModule fitted by ``lightning.Trainer`` on CPU, n
            for the last), so all of Lightning's per-epoch bookkeeping is counted.
 
 The arms alternate plain/lightning ``--pairs`` times in one process; epoch 1 of each run is
-warm-up and not counted. Exactness (bitwise, after ``--epochs`` epochs): weights and buffers,
+warm-up and not counted. Each epoch's wall time and this process's CPU time are recorded; on a
+shared, loaded CPU wall times swing by 20% or more, so the CPU-time overhead decides (with
+``--threads 1`` no CPU time is spent spinning in OpenMP waits). Exactness (bitwise, after ``--epochs`` epochs): weights and buffers,
 Adam's state, the scheduler's state, per-epoch losses; between the arms, between repeats of the
 same arm, and for resume: (a) the plain loop resumed from its resume.pt written after epoch 2,
 (b) Lightning resumed from the ModelCheckpoint file written after epoch 2 of a run that saves
 every epoch (what a killed run leaves), (c) Lightning resumed from ``trainer.save_checkpoint``
-after a fit that stopped at epoch 2. Appends one JSON line per timed run and one summary line
-to benchmarks/results/lightning.jsonl.
+after a fit that stopped at epoch 2, (d) as (b) with the scheduler stepped and saved by the
+module itself. Appends to benchmarks/results/lightning.jsonl one JSON line per timed run
+("lightning_run"), the timing summary ("lightning_timing") and the resume checks
+("lightning_resume"); ``--part all`` (the default) also prints the decision.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ import sys
 import tempfile
 import time
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +59,7 @@ from basketgnn.data.ingest import read_dnntsp_json
 from basketgnn.data.split import Instances, make_split
 from basketgnn.graph.cooccurrence import GraphBatch, UserGraphs, build_user_graphs
 from basketgnn.models.dnntsp import DNNTSP, DNNTSPConfig
+from basketgnn.train import trainer as trainer_module
 from basketgnn.train.losses import compute_loss, multi_hot
 from basketgnn.train.trainer import length_batches, setup_torch, train_dnntsp
 
@@ -192,21 +201,26 @@ class LitDNNTSP(L.LightningModule):
 
 
 class EpochClock(Callback):
-    """Epoch wall times: from one on_train_epoch_start to the next (on_train_end for the last)."""
+    """Epoch wall and CPU (this process) times: from one on_train_epoch_start to the next
+    (on_train_end for the last)."""
 
     def __init__(self) -> None:
-        self.starts: list[float] = []
-        self.end = 0.0
+        self.starts: list[tuple[float, float]] = []
+        self.end = (0.0, 0.0)
 
     def on_train_epoch_start(self, trainer, pl_module) -> None:
-        self.starts.append(time.perf_counter())
+        self.starts.append((time.perf_counter(), time.process_time()))
 
     def on_train_end(self, trainer, pl_module) -> None:
-        self.end = time.perf_counter()
+        self.end = (time.perf_counter(), time.process_time())
 
     @property
     def epoch_s(self) -> list[float]:
-        return list(np.diff([*self.starts, self.end]))
+        return list(np.diff([t for t, _ in [*self.starts, self.end]]))
+
+    @property
+    def epoch_cpu_s(self) -> list[float]:
+        return list(np.diff([c for _, c in [*self.starts, self.end]]))
 
 
 def lightning_trainer(epochs: int, callbacks: list[Callback]) -> L.Trainer:
@@ -244,13 +258,41 @@ def lightning_fit(
 
 # --- the plain arm ------------------------------------------------------------------------------
 
+@contextmanager
+def plain_cpu_clock():
+    """CPU time of each of train_dnntsp's training epochs: from its call of ``length_batches``
+    with an rng (the epoch's first step) to its call of ``validation_metrics`` (right after the
+    scheduler step), the span its ``train_s`` covers. Wraps the two names in train.trainer
+    for the duration only. Yields the list of per-epoch CPU seconds, filled as it runs."""
+    cpu: list[float] = []
+    start = [0.0]
+    batches_fn, validate_fn = trainer_module.length_batches, trainer_module.validation_metrics
+
+    def timed_batches(lengths, batch_size, rng):
+        if rng is not None:
+            start[0] = time.process_time()
+        return batches_fn(lengths, batch_size, rng)
+
+    def timed_validation(*a, **k):
+        cpu.append(time.process_time() - start[0])
+        return validate_fn(*a, **k)
+
+    trainer_module.length_batches, trainer_module.validation_metrics = timed_batches, timed_validation
+    try:
+        yield cpu
+    finally:
+        trainer_module.length_batches, trainer_module.validation_metrics = batches_fn, validate_fn
+
+
 def plain_fit(
     data: BasketData, train: Instances, validate: Instances, config: DNNTSPConfig, out_dir: Path
-) -> tuple[State, list[dict[str, Any]]]:
-    """Today's loop; the state after the last epoch is the one it saves for resuming."""
-    _, result = train_dnntsp(data, train, validate, config, out_dir=out_dir, progress=False)
+) -> tuple[State, list[dict[str, Any]], list[float]]:
+    """Today's loop; the state after the last epoch is the one it saves for resuming.
+    Returns (state, per-epoch records, per-epoch training CPU seconds)."""
+    with plain_cpu_clock() as cpu:
+        _, result = train_dnntsp(data, train, validate, config, out_dir=out_dir, progress=False)
     resume = torch.load(out_dir / "resume.pt", map_location="cpu", weights_only=False)
-    return {k: resume[k] for k in ("model", "optimizer", "scheduler")}, result.history
+    return {k: resume[k] for k in ("model", "optimizer", "scheduler")}, result.history, cpu
 
 
 # --- comparison ---------------------------------------------------------------------------------
@@ -294,9 +336,123 @@ def _load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+def timed_pairs(
+    data: BasketData, train: Instances, validate: Instances, graphs: UserGraphs,
+    config: DNNTSPConfig, pairs: int, tmp: Path, common_fields: dict[str, Any],
+) -> dict[str, Any]:
+    """The alternated timed runs (one JSON line each), their summary and the arms' exactness."""
+    batches = common_fields["batches_per_epoch"]
+    # Timed runs, alternated.
+    plain_epochs: list[float] = []
+    lit_epochs: list[float] = []
+    plain_cpu: list[float] = []
+    lit_cpu: list[float] = []
+    plain_states: list[State] = []
+    lit_states: list[State] = []
+    plain_losses: list[list[float]] = []
+    lit_losses: list[list[float]] = []
+    pair_overheads: list[float] = []
+    pair_cpu_overheads: list[float] = []
+    for pair in range(pairs):
+        state, history, p_cpu = plain_fit(data, train, validate, config, tmp / f"plain{pair}")
+        p_s = [r["train_s"] for r in history]
+        plain_states.append(state)
+        plain_losses.append([r["train_loss"] for r in history])
+        t_fit = time.perf_counter()
+        l_state, clock, module, _ = lightning_fit(data.n_items, graphs, config, config.epochs)
+        l_fit = time.perf_counter() - t_fit
+        l_s, l_cpu = clock.epoch_s, clock.epoch_cpu_s
+        lit_states.append(l_state)
+        lit_losses.append(module.epoch_losses)
+        plain_epochs += p_s[1:]
+        lit_epochs += l_s[1:]
+        plain_cpu += p_cpu[1:]
+        lit_cpu += l_cpu[1:]
+        pair_overheads.append(100 * (np.mean(l_s[1:]) / np.mean(p_s[1:]) - 1))
+        pair_cpu_overheads.append(100 * (np.mean(l_cpu[1:]) / np.mean(p_cpu[1:]) - 1))
+        for arm, secs, cpu, extra in (
+            ("plain", p_s, p_cpu, {}),
+            ("lightning", l_s, l_cpu, {"fit_s": round(l_fit, 3), "setup_s": round(clock.starts[0][0] - t_fit, 3)}),
+        ):
+            rec = {"bench": "lightning_run", **common_fields, "arm": arm, "pair": pair,
+                   "epoch_s": [round(x, 3) for x in secs], "epoch_cpu_s": [round(x, 3) for x in cpu],
+                   **extra, "load": _load()}
+            print(rec, flush=True)
+            append_result("lightning", rec)
+
+    # Exactness between the arms and between repeats of one arm.
+    exact = {
+        "plain_vs_lightning": compare(plain_states[0], lit_states[0]),
+        "plain_repeat": compare(plain_states[0], plain_states[-1]),
+        "lightning_repeat": compare(lit_states[0], lit_states[-1]),
+        "losses_plain": plain_losses[0],
+        "losses_lightning_rounded": [round(x, 6) for x in lit_losses[0]],
+        "losses_equal_to_6dp": plain_losses[0] == [round(x, 6) for x in lit_losses[0]],
+    }
+    plain, lit = _stats(plain_epochs), _stats(lit_epochs)
+    plain_c, lit_c = _stats(plain_cpu), _stats(lit_cpu)
+    return {
+        "pairs": len(pair_overheads),
+        "measured_epochs": f"2-{config.epochs} of each run",
+        "plain_epoch_s": plain, "lightning_epoch_s": lit,
+        "overhead_pct": round(100 * (lit["mean"] / plain["mean"] - 1), 2),
+        "pair_overhead_pct": [round(x, 2) for x in pair_overheads],
+        "overhead_ms_per_batch": round(1000 * (lit["mean"] - plain["mean"]) / batches, 3),
+        "plain_epoch_cpu_s": plain_c, "lightning_epoch_cpu_s": lit_c,
+        "cpu_overhead_pct": round(100 * (lit_c["mean"] / plain_c["mean"] - 1), 2),
+        "pair_cpu_overhead_pct": [round(x, 2) for x in pair_cpu_overheads],
+        "cpu_overhead_ms_per_batch": round(1000 * (lit_c["mean"] - plain_c["mean"]) / batches, 3),
+        "exactness": exact,
+    }
+
+
+def resume_checks(
+    data: BasketData, train: Instances, validate: Instances, graphs: UserGraphs,
+    config: DNNTSPConfig, tmp: Path,
+) -> dict[str, Any]:
+    """Resume after epoch 2, compared bitwise with uninterrupted runs of config.epochs epochs."""
+    exact: dict[str, Any] = {}
+    # (a) The plain loop: 2 epochs, then the same command with all epochs resumes from resume.pt.
+    plain_full, _, _ = plain_fit(data, train, validate, config, tmp / "plain_full")
+    resume_dir = tmp / "plain_resume"
+    plain_fit(data, train, validate, config.model_copy(update={"epochs": 2}), resume_dir)
+    resumed, _, _ = plain_fit(data, train, validate, config, resume_dir)
+    exact["plain_resume_vs_uninterrupted"] = compare(plain_full, resumed)
+    # (b) Lightning, from the ModelCheckpoint file of epoch 2 of a run that checkpoints every
+    # epoch (what a killed run leaves); a fresh module (other init) and Trainer resume from it.
+    # (d) The same with the scheduler stepped by the module itself (LitDNNTSP.own_scheduler).
+    full_runs = {}
+    for key, own in (("lightning_resume_modelcheckpoint", False),
+                     ("lightning_resume_modelcheckpoint_own_scheduler", True)):
+        ckpt_dir = tmp / f"{key}_full"
+        full, _, _, _ = lightning_fit(data.n_items, graphs, config, config.epochs,
+                                      checkpoint_dir=ckpt_dir, own_scheduler=own)
+        full_runs[own] = full
+        exact[f"{key}_uninterrupted_vs_plain"] = compare(plain_full, full)
+        resumed, _, _, _ = lightning_fit(
+            data.n_items, graphs, config, config.epochs, checkpoint_dir=tmp / f"{key}_resumed",
+            ckpt_path=ckpt_dir / "epoch=1.ckpt",  # Lightning's epochs are 0-based
+            init_seed=config.seed + 1, own_scheduler=own,
+        )
+        exact[f"{key}_vs_uninterrupted"] = compare(full, resumed)
+    # (c) Lightning, from trainer.save_checkpoint after a fit that ended at epoch 2.
+    _, _, _, trainer = lightning_fit(data.n_items, graphs, config, 2)
+    saved = tmp / "after2.ckpt"
+    trainer.save_checkpoint(saved)
+    resumed, _, _, _ = lightning_fit(data.n_items, graphs, config, config.epochs, ckpt_path=saved,
+                                     init_seed=config.seed + 1)
+    exact["lightning_resume_save_checkpoint_vs_uninterrupted"] = compare(full_runs[False], resumed)
+    # The decision's "resume exact": Lightning's own kill-safe checkpoint, used as documented.
+    exact["lightning_resume_exact"] = exact["lightning_resume_modelcheckpoint_vs_uninterrupted"]["identical"]
+    return exact
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default="TaFeng")
+    ap.add_argument("--part", choices=("all", "timing", "resume"), default="all",
+                    help="timing: the alternated timed runs (run it under the timing lock); "
+                    "resume: the resume checks only (no timing)")
     ap.add_argument("--epochs", type=int, default=4, help="epochs per run; epoch 1 is not timed")
     ap.add_argument("--pairs", type=int, default=3, help="plain/lightning runs, alternated")
     ap.add_argument("--seed", type=int, default=0)
@@ -317,101 +473,33 @@ def main() -> None:
     if args.users:
         train = Instances(train.users[: args.users], train.n_history[: args.users])
     graphs = build_user_graphs(data, train)
-    load_start = _load()
-    batches = -(-len(train) // config.batch_size)
-    common_fields = {"data": args.data, "train_users": len(train), "batches_per_epoch": batches,
-                     "epochs": args.epochs,
-                     "threads": torch.get_num_threads(),
-                     "lightning": L.__version__, "torch": torch.__version__}
+    common_fields = {"data": args.data, "train_users": len(train),
+                     "batches_per_epoch": -(-len(train) // config.batch_size), "epochs": args.epochs,
+                     "threads": torch.get_num_threads(), "lightning": L.__version__,
+                     "torch": torch.__version__}
     tmp = Path(tempfile.mkdtemp(prefix="bench_lightning_"))
-
-    # Timed runs, alternated.
-    plain_epochs: list[float] = []
-    lit_epochs: list[float] = []
-    plain_states: list[State] = []
-    lit_states: list[State] = []
-    plain_losses: list[list[float]] = []
-    lit_losses: list[list[float]] = []
-    pair_overheads: list[float] = []
-    for pair in range(args.pairs):
-        state, history = plain_fit(data, train, split["validate"], config, tmp / f"plain{pair}")
-        p_s = [r["train_s"] for r in history]
-        plain_states.append(state)
-        plain_losses.append([r["train_loss"] for r in history])
-        t_fit = time.perf_counter()
-        l_state, clock, module, _ = lightning_fit(data.n_items, graphs, config, args.epochs)
-        l_fit = time.perf_counter() - t_fit
-        l_s = clock.epoch_s
-        lit_states.append(l_state)
-        lit_losses.append(module.epoch_losses)
-        plain_epochs += p_s[1:]
-        lit_epochs += l_s[1:]
-        pair_overheads.append(100 * (np.mean(l_s[1:]) / np.mean(p_s[1:]) - 1))
-        for arm, secs, extra in (("plain", p_s, {}),
-                                 ("lightning", l_s, {"fit_s": round(l_fit, 3),
-                                                     "setup_s": round(clock.starts[0] - t_fit, 3)})):
-            rec = {"bench": "lightning_run", **common_fields, "arm": arm, "pair": pair,
-                   "epoch_s": [round(x, 3) for x in secs], **extra, "load": _load()}
-            print(rec, flush=True)
-            append_result("lightning", rec)
-
-    # Exactness between the arms and between repeats of one arm.
-    exact = {
-        "plain_vs_lightning": compare(plain_states[0], lit_states[0]),
-        "plain_repeat": compare(plain_states[0], plain_states[-1]),
-        "lightning_repeat": compare(lit_states[0], lit_states[-1]),
-        "losses_plain": plain_losses[0],
-        "losses_lightning_rounded": [round(x, 6) for x in lit_losses[0]],
-        "losses_equal_to_6dp": plain_losses[0] == [round(x, 6) for x in lit_losses[0]],
-    }
-
-    # Resume. (a) The plain loop: 2 epochs, then the same command with all epochs resumes.
-    resume_dir = tmp / "plain_resume"
-    plain_fit(data, train, split["validate"], config.model_copy(update={"epochs": 2}), resume_dir)
-    resumed, _ = plain_fit(data, train, split["validate"], config, resume_dir)
-    exact["plain_resume_vs_uninterrupted"] = compare(plain_states[0], resumed)
-    # (b) Lightning, from the ModelCheckpoint file of epoch 2 of a run that checkpoints every
-    # epoch (what a killed run leaves); a fresh module (other init) and Trainer resume from it.
-    # (d) The same with the scheduler stepped by the module itself (LitDNNTSP.own_scheduler).
-    for key, own in (("lightning_resume_modelcheckpoint", False),
-                     ("lightning_resume_modelcheckpoint_own_scheduler", True)):
-        ckpt_dir = tmp / f"{key}_full"
-        full, _, _, _ = lightning_fit(data.n_items, graphs, config, args.epochs,
-                                      checkpoint_dir=ckpt_dir, own_scheduler=own)
-        exact[f"{key}_uninterrupted_vs_timed_run"] = compare(lit_states[0], full)
-        resumed, _, _, _ = lightning_fit(
-            data.n_items, graphs, config, args.epochs, checkpoint_dir=tmp / f"{key}_resumed",
-            ckpt_path=ckpt_dir / "epoch=1.ckpt",  # Lightning's epochs are 0-based
-            init_seed=args.seed + 1, own_scheduler=own,
-        )
-        exact[f"{key}_vs_uninterrupted"] = compare(full, resumed)
-    # (c) Lightning, from trainer.save_checkpoint after a fit that ended at epoch 2.
-    _, _, _, trainer = lightning_fit(data.n_items, graphs, config, 2)
-    saved = tmp / "after2.ckpt"
-    trainer.save_checkpoint(saved)
-    resumed, _, _, _ = lightning_fit(data.n_items, graphs, config, args.epochs, ckpt_path=saved,
-                                     init_seed=args.seed + 1)
-    exact["lightning_resume_save_checkpoint_vs_uninterrupted"] = compare(lit_states[0], resumed)
-    shutil.rmtree(tmp)
-
-    plain, lit = _stats(plain_epochs), _stats(lit_epochs)
-    overhead = 100 * (lit["mean"] / plain["mean"] - 1)
-    # The decision's "resume exact": Lightning's own kill-safe checkpoint, used as documented.
-    resume_exact = exact["lightning_resume_modelcheckpoint_vs_uninterrupted"]["identical"]
-    summary = {
-        "bench": "lightning_summary", **common_fields, "pairs": args.pairs,
-        "measured_epochs": f"2-{args.epochs} of each run",
-        "plain_epoch_s": plain, "lightning_epoch_s": lit,
-        "overhead_pct": round(overhead, 2),
-        "overhead_ms_per_batch": round(1000 * (lit["mean"] - plain["mean"]) / batches, 3),
-        "pair_overhead_pct": [round(x, 2) for x in pair_overheads],
-        "exactness": exact,
-        "lightning_resume_exact": resume_exact,
-        "decision": "lightning" if overhead <= 5 and resume_exact else "plain torch",
-        "load_start": load_start, "load_end": _load(),
-    }
-    print(summary)
-    append_result("lightning", summary)
+    try:
+        timing = resume = None
+        if args.part in ("all", "timing"):
+            load_start = _load()
+            timing = timed_pairs(data, train, split["validate"], graphs, config, args.pairs, tmp,
+                                 common_fields)
+            record = {"bench": "lightning_timing", **common_fields, **timing,
+                      "load_start": load_start, "load_end": _load()}
+            print(record)
+            append_result("lightning", record)
+        if args.part in ("all", "resume"):
+            resume = resume_checks(data, train, split["validate"], graphs, config, tmp)
+            record = {"bench": "lightning_resume", **common_fields, "exactness": resume}
+            print(record)
+            append_result("lightning", record)
+        if timing is not None and resume is not None:
+            within = timing["cpu_overhead_pct"] <= 5
+            decision = "lightning" if within and resume["lightning_resume_exact"] else "plain torch"
+            print(f"decision: {decision} (CPU-time overhead {timing['cpu_overhead_pct']}%, "
+                  f"resume exact: {resume['lightning_resume_exact']})")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
