@@ -3,7 +3,7 @@
 
     # the timed runs (under the shared machine's timing lock), then the resume checks (untimed)
     PYTHONPATH=$PWD:/tmp/lightning-site flock /tmp/basketgnn-timing.lock .venv/bin/python \
-        benchmarks/bench_lightning.py --data TaFeng --epochs 4 --pairs 3 --threads 1 --part timing
+        benchmarks/bench_lightning.py --data TaFeng --epochs 3 --pairs 3 --threads 1 --part timing
     PYTHONPATH=$PWD:/tmp/lightning-site nice -n 10 .venv/bin/python \
         benchmarks/bench_lightning.py --data TaFeng --epochs 4 --threads 1 --part resume
 
