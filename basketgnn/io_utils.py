@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import filecmp
+import hashlib
 import json
 import os
 import shutil
@@ -158,3 +159,68 @@ def _fsync(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+# Partitioned (Parquet dataset) output: a folder of ``part-XXXXX.parquet`` files that appear
+# whole or not at all, read by DuckDB (``read_parquet('DIR/part-*.parquet')``) or Spark
+# (``spark.read.parquet(DIR)``; names starting with ``.`` or ``_``, i.e. temporary files and
+# manifests, are skipped by both).
+
+#: File name pattern of part ``i`` of a partitioned dataset.
+PART_PATTERN = "part-{:05d}.parquet"
+
+
+def part_path(folder: str | Path, index: int) -> Path:
+    """``folder/part-XXXXX.parquet`` for part ``index`` (five digits, zero-padded)."""
+    return Path(folder) / PART_PATTERN.format(index)
+
+
+def part_index(path: str | Path) -> int | None:
+    """The index of a ``part-XXXXX.parquet`` name, None for any other name."""
+    name = Path(path).name
+    stem = name[len("part-") : -len(".parquet")]
+    if name.startswith("part-") and name.endswith(".parquet") and stem.isdigit():
+        return int(stem)
+    return None
+
+
+def write_table_stream(
+    path: str | Path,
+    tables: Iterable[Any],
+    schema: Any,
+    *,
+    metadata: dict[str, str] | None = None,
+) -> int:
+    """Stream pyarrow tables into one Parquet (or, by a ``.csv`` name, CSV) file, atomically.
+
+    Tables are written one at a time as they come (one Parquet row group each), so memory holds
+    one table, never the whole file. ``metadata`` goes into the Parquet footer's key-value
+    metadata (ignored for CSV). Returns the number of rows written.
+    """
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    if metadata:
+        schema = schema.with_metadata({**(schema.metadata or {}), **metadata})
+    rows = 0
+    with atomic_path(path) as tmp:
+        writer: Any
+        if path.name.endswith(".csv"):
+            writer = pacsv.CSVWriter(tmp, schema, write_options=pacsv.WriteOptions(quoting_style="needed"))
+        else:
+            writer = pq.ParquetWriter(tmp, schema)
+        with writer:
+            for table in tables:
+                writer.write_table(table)
+                rows += table.num_rows
+    return rows
+
+
+def file_sha256(path: str | Path) -> str:
+    """sha256 of a file's bytes (hex), read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

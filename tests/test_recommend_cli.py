@@ -1,0 +1,112 @@
+"""`basketgnn recommend` end to end with a DNNTSP checkpoint (neighbour fusion on): shards and
+torchrun ranks against one process, bad --shard values, and `python -m basketgnn`."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+from test_cli import run
+
+from basketgnn.data.split import make_split
+from basketgnn.data.synth import generate_log
+from basketgnn.models.dnntsp import DNNTSP, DNNTSPConfig
+from basketgnn.models.neighbours import NeighbourPool
+from basketgnn.recommend import MANIFEST
+from basketgnn.train.checkpoint import save_checkpoint
+
+
+def make_checkpoint(folder, n_customers: int = 60, n_items: int = 25):
+    """A prepared dataset and an untrained DNNTSP checkpoint that ranks with neighbour scores
+    (scoring costs and paths are those of a trained one; no training needed for a test)."""
+    from basketgnn.data.ingest import prepare_log
+
+    log = folder / "log.csv"
+    generate_log(n_customers=n_customers, n_items=n_items, mean_baskets=5, seed=2).to_csv(log, index=False)
+    data = prepare_log(log)
+    data.save(folder / "data")
+    # One torch thread: tiny tensors gain nothing from two, and lose much on a loaded machine.
+    config = DNNTSPConfig(embed_dim=8, neighbour_weight=0.3, neighbour_k=5, seed=0, threads=1)
+    model = DNNTSP.from_config(data.n_items, config)
+    model.neighbour_pool = NeighbourPool.build(data, make_split(data, "temporal")["train"], k=5)
+    model.neighbour_weight = 0.3
+    save_checkpoint(folder / "best.pt", model, config, data.item_ids,
+                    {"neighbour_choice": {"k": 5, "weight": 0.3}, "data": str(folder / "data")})  # fmt: skip
+    return folder / "best.pt", data
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    return make_checkpoint(tmp_path_factory.mktemp("ckpt"))
+
+
+def parts(folder) -> pd.DataFrame:
+    return pd.concat([pd.read_parquet(f) for f in sorted(folder.glob("part-*.parquet"))], ignore_index=True)
+
+
+def test_shards_under_any_scheduler_equal_one_process(monkeypatch, capsys, checkpoint, tmp_path):
+    ckpt, data = checkpoint
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    code, out, err = run(monkeypatch, capsys, "recommend", "--checkpoint", str(ckpt),
+                         "--out", str(tmp_path / "recs.parquet"), "--k", "6")  # fmt: skip
+    assert code == 0, err
+    whole = pd.read_parquet(tmp_path / "recs.parquet")
+    assert len(whole) == 6 * data.n_users and f"{6 * data.n_users:,} rows" in out
+
+    for i in range(3):
+        code, out, err = run(monkeypatch, capsys, "recommend", "--checkpoint", str(ckpt), "--out",
+                             str(tmp_path / "ds"), "--k", "6", "--shard", f"{i}/3", "--chunk", "7")  # fmt: skip
+        assert code == 0, err
+        assert ("complete:" in out) == (i == 2)
+    got = parts(tmp_path / "ds")
+    assert got.equals(whole)  # rows and scores, exactly
+    manifest = json.loads((tmp_path / "ds" / MANIFEST).read_text())
+    assert manifest["customers"] == data.n_users and manifest["rows"] == len(whole)
+    assert manifest["source"]["checkpoint"] == str(ckpt) and len(manifest["source"]["checkpoint_sha256"]) == 64
+    assert len(manifest["parts"]) == -(-data.n_users // 7)
+
+
+def test_torchrun_ranks_take_their_shard(monkeypatch, capsys, checkpoint, tmp_path):
+    ckpt, data = checkpoint
+    for rank in (1, 0):
+        monkeypatch.setenv("RANK", str(rank))
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        code, out, err = run(monkeypatch, capsys, "recommend", "--checkpoint", str(ckpt),
+                             "--out", str(tmp_path / "ds"), "--k", "4", "--chunk", "10")  # fmt: skip
+        assert code == 0, err
+        assert f"shard {rank}/2" in out
+    monkeypatch.delenv("WORLD_SIZE")
+    code, _, err = run(monkeypatch, capsys, "recommend", "--checkpoint", str(ckpt),
+                       "--out", str(tmp_path / "one"), "--k", "4", "--chunk", "10")  # fmt: skip
+    assert code == 0, err
+    assert parts(tmp_path / "ds").equals(parts(tmp_path / "one"))
+    assert (tmp_path / "ds" / MANIFEST).is_file()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--shard", "3/3"], r"--shard '3/3': expected i/n"),
+        (["--shard", "two"], r"--shard 'two': expected i/n"),
+        (["--shard", "0/2", "--out-file"], r"needs a folder"),
+    ],
+)
+def test_bad_shard_is_one_message_and_exit_2(monkeypatch, capsys, checkpoint, tmp_path, args, message):
+    ckpt, _ = checkpoint
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    out = tmp_path / ("recs.parquet" if "--out-file" in args else "ds")
+    args = [a for a in args if a != "--out-file"]
+    code, _, err = run(monkeypatch, capsys, "recommend", "--checkpoint", str(ckpt), "--out", str(out), *args)
+    assert code == 2 and "Traceback" not in err
+    assert re.search(message, " ".join(err.split()))
+    assert not out.exists()
+
+
+def test_python_dash_m_runs_the_cli():
+    done = subprocess.run([sys.executable, "-m", "basketgnn", "recommend", "--help"],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0 and "--shard" in done.stdout
