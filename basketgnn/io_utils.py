@@ -17,7 +17,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -185,34 +185,40 @@ def part_index(path: str | Path) -> int | None:
 
 
 def write_table_stream(
-    path: str | Path,
+    path: str | Path | Sequence[str | Path],
     tables: Iterable[Any],
     schema: Any,
     *,
     metadata: dict[str, str] | None = None,
 ) -> int:
-    """Stream pyarrow tables into one Parquet (or, by a ``.csv`` name, CSV) file, atomically.
+    """Stream pyarrow tables into a Parquet (or, by a ``.csv`` name, CSV) file, atomically; or
+    into several files at once (``path`` a list: the tables are made once, written to each).
 
     Tables are written one at a time as they come (one Parquet row group each), so memory holds
     one table, never the whole file. ``metadata`` goes into the Parquet footer's key-value
-    metadata (ignored for CSV). Returns the number of rows written.
+    metadata (ignored for CSV). The files are renamed into place once all are written and closed.
+    Returns the number of rows written (to each file).
     """
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
-    path = Path(path)
+    paths = [Path(path)] if isinstance(path, (str, Path)) else [Path(p) for p in path]
     if metadata:
         schema = schema.with_metadata({**(schema.metadata or {}), **metadata})
     rows = 0
-    with atomic_path(path) as tmp:
-        writer: Any
-        if path.name.endswith(".csv"):
-            writer = pacsv.CSVWriter(tmp, schema, write_options=pacsv.WriteOptions(quoting_style="needed"))
-        else:
-            writer = pq.ParquetWriter(tmp, schema)
-        with writer:
+    with contextlib.ExitStack() as renames:
+        tmps = [renames.enter_context(atomic_path(p)) for p in paths]
+        with contextlib.ExitStack() as files:  # every file is closed (footer written) before any rename
+            writers: list[Any] = []
+            for p, tmp in zip(paths, tmps, strict=True):
+                if p.name.endswith(".csv"):
+                    options = pacsv.WriteOptions(quoting_style="needed")
+                    writers.append(files.enter_context(pacsv.CSVWriter(tmp, schema, write_options=options)))
+                else:
+                    writers.append(files.enter_context(pq.ParquetWriter(tmp, schema)))
             for table in tables:
-                writer.write_table(table)
+                for writer in writers:
+                    writer.write_table(table)
                 rows += table.num_rows
     return rows
 

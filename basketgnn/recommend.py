@@ -35,7 +35,7 @@ import datetime as dt
 import hashlib
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -196,10 +196,15 @@ def write_recommendations(frame: pd.DataFrame, path: str | Path) -> None:
 
 
 def write_recommendation_file(
-    model: Recommender, data: BasketData, k: int, path: str | Path, chunk: int = DEFAULT_CHUNK
+    model: Recommender,
+    data: BasketData,
+    k: int,
+    path: str | Path | Sequence[str | Path],
+    chunk: int = DEFAULT_CHUNK,
 ) -> int:
     """Every customer's top k into one Parquet or CSV file (by extension), streamed chunk by
-    chunk and renamed into place when complete. Returns the number of rows."""
+    chunk and renamed into place when complete; or into several files from one scoring
+    (``path`` a list, e.g. the same rows as .parquet and .csv). Returns the number of rows."""
     return write_table_stream(path, iter_recommendations(model, data, k, chunk=chunk), SCHEMA)
 
 

@@ -15,6 +15,7 @@ import basketgnn.recommend as recommend_mod
 from basketgnn.data.dataset import BasketData, from_sequences
 from basketgnn.data.split import Instances, make_split
 from basketgnn.errors import UserError
+from basketgnn.io_utils import write_table_stream
 from basketgnn.recommend import (
     MANIFEST,
     Shard,
@@ -117,6 +118,28 @@ def test_single_file_streams_the_same_rows(data, model, tmp_path, name):
     assert got["customer_id"].astype(str).tolist() == whole["customer_id"].tolist()
     assert np.allclose(got["score"], whole["score"], rtol=1e-6) and (got["rank"] == whole["rank"]).all()
     assert [p.name for p in tmp_path.iterdir()] == [name]  # no temporary file left
+
+
+def test_one_scoring_writes_parquet_and_csv_together(data, model, tmp_path):
+    paths = [tmp_path / "recs.parquet", tmp_path / "recs.csv"]
+    assert write_recommendation_file(model, data, 3, paths, chunk=10) == 3 * N_USERS
+    parquet, csv = pd.read_parquet(paths[0]), pd.read_csv(paths[1], dtype={"customer_id": str, "item_id": str})
+    for column in ("customer_id", "item_id", "rank"):
+        assert csv[column].tolist() == parquet[column].tolist()
+    assert np.allclose(csv["score"], parquet["score"], rtol=1e-6)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["recs.csv", "recs.parquet"]
+
+
+def test_a_failed_stream_leaves_no_file(data, model, tmp_path):
+    def broken():
+        yield from iter_recommendations(model, data, 3, chunk=10)
+        raise RuntimeError("scoring failed")
+
+    (tmp_path / "recs.csv").write_text("old\n")
+    with pytest.raises(RuntimeError, match="scoring failed"):
+        write_table_stream([tmp_path / "recs.parquet", tmp_path / "recs.csv"], broken(), recommend_mod.SCHEMA)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["recs.csv"]
+    assert (tmp_path / "recs.csv").read_text() == "old\n"  # the old file is untouched
 
 
 # --- partitioned dataset --------------------------------------------------------------------
