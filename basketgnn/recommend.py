@@ -13,8 +13,9 @@ Two outputs, one code path (:func:`iter_recommendations` -> :func:`basketgnn.io_
 **Partition.** Customers are numbered 0..U-1 in the prepared dataset's order. Part p holds
 customers [p·chunk, (p+1)·chunk); with P = ceil(U / chunk) parts, shard i of n writes the
 contiguous run of parts [⌊i·P/n⌋, ⌊(i+1)·P/n⌋). Part names are global, so n shards writing into
-one folder produce exactly the files one process writes, and the union of their rows is the
-one-process output.
+one folder produce exactly the files one process writes with the same chunk, and the union of
+their rows is that process's output, bit for bit. (With another chunk the model scores other
+batches together, and DNNTSP's scores may then differ in the last float bits.)
 
 **Crash and rerun.** Each part is written under a temporary name (``.part-…tmp``, hidden from
 DuckDB's ``part-*`` glob and from Spark) and renamed when complete, so a killed run leaves only
