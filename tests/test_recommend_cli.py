@@ -4,9 +4,11 @@ torchrun ranks against one process, bad --shard values, and `python -m basketgnn
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -120,3 +122,25 @@ def test_python_dash_m_runs_the_cli():
     done = subprocess.run([sys.executable, "-m", "basketgnn", "recommend", "--help"],
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0 and "--shard" in done.stdout
+
+
+def test_torchrun_with_two_processes_writes_the_one_process_parts(monkeypatch, capsys, checkpoint, tmp_path):
+    """The real launcher: two ranks of `torchrun -m basketgnn recommend` share one folder.
+    About 10 CPU-seconds (two fresh interpreters importing torch): the slowest test here."""
+    torchrun = Path(sys.executable).with_name("torchrun")
+    if not torchrun.is_file():
+        pytest.skip(f"{torchrun} not found")
+    ckpt, _ = checkpoint
+    common = ["recommend", "--checkpoint", str(ckpt), "--k", "5", "--chunk", "9"]
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
+    done = subprocess.run([str(torchrun), "--standalone", "--nproc-per-node", "2", "-m", "basketgnn",
+                           *common, "--out", str(tmp_path / "ranks")],
+                          capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    code, _, err = run(monkeypatch, capsys, *common, "--out", str(tmp_path / "one"))
+    assert code == 0, err
+    assert parts(tmp_path / "ranks").equals(parts(tmp_path / "one"))
+    shard_manifests = sorted(p.name for p in (tmp_path / "ranks").glob("_manifest.shard-*"))
+    assert shard_manifests == ["_manifest.shard-00000-of-00002.json", "_manifest.shard-00001-of-00002.json"]
+    assert json.loads((tmp_path / "ranks" / MANIFEST).read_text())["shards"] == 2
