@@ -22,7 +22,9 @@ One JSON line per (data, fusion) goes to benchmarks/results/scoring.jsonl. Time 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import os
+import pstats
 import sys
 import tempfile
 import time
@@ -104,6 +106,13 @@ def by_stage(
     return {name: round(v, 3) for name, v in t.items()}, {name: round(v, 3) for name, v in cpu.items()}
 
 
+def _top_functions(profiler: cProfile.Profile, n: int) -> dict[str, float]:
+    """Own (exclusive) seconds of the n functions with the most, in the profiled thread."""
+    stats = pstats.Stats(profiler).stats  # {(file, line, name): (cc, nc, tottime, cumtime, callers)}
+    top = sorted(stats.items(), key=lambda kv: -kv[1][2])[:n]
+    return {f"{Path(f).name}:{line}({name})": round(v[2], 3) for (f, line, name), v in top}
+
+
 def _now() -> tuple[float, float]:
     """(wall seconds, this process's CPU seconds over all its threads)."""
     return time.perf_counter(), time.process_time()
@@ -131,6 +140,8 @@ def main() -> None:
     ap.add_argument("--chunk", type=int, default=100_000, help="customers per part")
     ap.add_argument("--fusion", choices=["both", "on", "off"], default="both")
     ap.add_argument("--no-stages", action="store_true", help="only the end-to-end run")
+    ap.add_argument("--profile", action="store_true",
+                    help="also profile the end-to-end run (cProfile): the 15 functions with the most own time")
     ap.add_argument("--no-record", action="store_true", help="print only (a trial run)")
     ap.add_argument("--tag", default="", help="free text recorded with the result (e.g. the commit)")
     ap.add_argument("--save-checkpoint", type=Path, help="only write the fused model's checkpoint "
@@ -163,9 +174,16 @@ def main() -> None:
             "load_1m": round(os.getloadavg()[0], 2), "tag": args.tag,
         }  # fmt: skip
         with tempfile.TemporaryDirectory() as tmp:
+            profiler = cProfile.Profile() if args.profile else None
             a = _now()
+            if profiler is not None:
+                profiler.enable()
             done = write_recommendation_parts(rec, data, args.k, Path(tmp) / "recs", chunk=args.chunk)
+            if profiler is not None:
+                profiler.disable()
             b = _now()
+            if profiler is not None:
+                record["profile_own_s"] = _top_functions(profiler, 15)
             record.update(end_to_end_s=round(b[0] - a[0], 3), end_to_end_cpu_s=round(b[1] - a[1], 3),
                           customers_per_s=round(data.n_users / (b[0] - a[0])),
                           customers_per_cpu_s=round(data.n_users / (b[1] - a[1])), rows=done.rows)  # fmt: skip
