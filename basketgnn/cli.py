@@ -519,29 +519,81 @@ def predict(
 @app.command()
 def recommend(
     checkpoint: Annotated[Path, typer.Option(help="A trained model's checkpoint (best.pt).")],
-    out: Annotated[Path, typer.Option(help="Output file: .parquet or .csv.")],
+    out: Annotated[
+        Path,
+        typer.Option(
+            help="A .parquet or .csv file, or any other name: a folder for a partitioned Parquet "
+            "dataset (part-XXXXX.parquet files + _manifest.json)."
+        ),
+    ],
     data: Annotated[
         Path | None, typer.Option(help="Customers to recommend for (default: the checkpoint's data).")
     ] = None,
     k: Annotated[int, typer.Option(min=1, help="Items per customer (at most the catalogue).")] = 20,
     device: Annotated[str | None, typer.Option(help="torch device.")] = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            help="i/n: write only shard i of n (counted from 0) of the partitioned dataset in the "
+            "--out folder; run all n (any machines, any order) for the whole set. Under torchrun "
+            "the default is RANK/WORLD_SIZE."
+        ),
+    ] = None,
+    chunk: Annotated[
+        int, typer.Option(min=1, help="Customers per part: scored, held and written together.")
+    ] = 100_000,
 ) -> None:
     """Top-k for every customer from their full history: rows (customer_id, item_id, rank, score).
 
-    Example: `basketgnn recommend --checkpoint runs/demo/dnntsp/best.pt --out recs.parquet --k 20`
-    """
-    from basketgnn.recommend import recommend_all, write_recommendations
+    Rows are streamed a chunk of customers at a time, never all in memory. Into a folder they
+    form a partitioned Parquet dataset; part p holds customers [p·chunk, (p+1)·chunk) of the
+    prepared data, and shard i of n writes a contiguous run of parts. A killed run leaves only
+    complete parts; the same command again skips them and writes the rest. `_manifest.json` is
+    written last, when every shard is done.
 
-    if not out.name.endswith((".parquet", ".csv")):
-        raise UserError(f"{out}: the output must end in .parquet or .csv.")
+    Examples:
+    `basketgnn recommend --checkpoint runs/demo/dnntsp/best.pt --out recs.parquet --k 20`;
+    `basketgnn recommend --checkpoint best.pt --out recs/ --shard 2/8` (one job of eight);
+    `torchrun --nproc-per-node 2 -m basketgnn recommend --checkpoint best.pt --out recs/`.
+    """
+    import os
+
+    from basketgnn.recommend import Shard, write_recommendation_file, write_recommendation_parts
+
+    one_file = out.name.endswith((".parquet", ".csv"))
+    where = Shard.parse(shard) if shard is not None else Shard.from_env(os.environ)
+    if one_file and out.is_dir():
+        raise UserError(f"{out} is a folder; name a new .parquet/.csv file, or drop the extension for a dataset folder.")
+    if one_file and where is not None and where.count > 1:
+        raise UserError(
+            f"--out {out}: shard {where} writes part of a partitioned dataset, which needs a folder; "
+            f"give --out a folder name without .parquet/.csv, e.g. --out {out.with_suffix('')}."
+        )
+    if not one_file and out.exists() and not out.is_dir():
+        raise UserError(f"--out {out} is an existing file; a partitioned dataset needs a folder.")
     t0 = time.perf_counter()
-    rec, dataset, _ = _checkpoint_and_data(checkpoint, data, device)
-    frame = recommend_all(rec, dataset, k)
-    write_recommendations(frame, out)
-    console.print(
-        f"wrote {out}: {len(frame):,} rows for {dataset.n_users:,} customers "
-        f"({time.perf_counter() - t0:.1f}s)"
+    rec, dataset, data_path = _checkpoint_and_data(checkpoint, data, device)
+    if one_file:
+        rows = write_recommendation_file(rec, dataset, k, out, chunk)
+        console.print(
+            f"wrote {out}: {rows:,} rows for {dataset.n_users:,} customers ({time.perf_counter() - t0:.1f}s)"
+        )
+        return
+    from basketgnn.io_utils import file_sha256
+
+    source = {"checkpoint": str(checkpoint), "checkpoint_sha256": file_sha256(checkpoint), "data": str(data_path)}
+    done = write_recommendation_parts(
+        rec, dataset, k, out, shard=where or Shard(), chunk=chunk, source=source
     )
+    names = f"{done.parts[0].file}..{done.parts[-1].file}" if done.parts else "no parts"
+    console.print(
+        f"wrote {out}: shard {done.shard}, {names} ({done.written} written, {done.skipped} already "
+        f"complete), {done.rows:,} rows for {done.customers:,} customers ({time.perf_counter() - t0:.1f}s)"
+    )
+    if done.manifest is not None:
+        console.print(f"complete: {done.manifest}")
+    else:
+        console.print("waiting for other shards: the manifest is written when all are done")
 
 
 @app.command()

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import filecmp
+import hashlib
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -158,3 +159,74 @@ def _fsync(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+# Partitioned (Parquet dataset) output: a folder of ``part-XXXXX.parquet`` files that appear
+# whole or not at all, read by DuckDB (``read_parquet('DIR/part-*.parquet')``) or Spark
+# (``spark.read.parquet(DIR)``; names starting with ``.`` or ``_``, i.e. temporary files and
+# manifests, are skipped by both).
+
+#: File name pattern of part ``i`` of a partitioned dataset.
+PART_PATTERN = "part-{:05d}.parquet"
+
+
+def part_path(folder: str | Path, index: int) -> Path:
+    """``folder/part-XXXXX.parquet`` for part ``index`` (five digits, zero-padded)."""
+    return Path(folder) / PART_PATTERN.format(index)
+
+
+def part_index(path: str | Path) -> int | None:
+    """The index of a ``part-XXXXX.parquet`` name, None for any other name."""
+    name = Path(path).name
+    stem = name[len("part-") : -len(".parquet")]
+    if name.startswith("part-") and name.endswith(".parquet") and stem.isdigit():
+        return int(stem)
+    return None
+
+
+def write_table_stream(
+    path: str | Path | Sequence[str | Path],
+    tables: Iterable[Any],
+    schema: Any,
+    *,
+    metadata: dict[str, str] | None = None,
+) -> int:
+    """Stream pyarrow tables into a Parquet (or, by a ``.csv`` name, CSV) file, atomically; or
+    into several files at once (``path`` a list: the tables are made once, written to each).
+
+    Tables are written one at a time as they come (one Parquet row group each), so memory holds
+    one table, never the whole file. ``metadata`` goes into the Parquet footer's key-value
+    metadata (ignored for CSV). The files are renamed into place once all are written and closed.
+    Returns the number of rows written (to each file).
+    """
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    paths = [Path(path)] if isinstance(path, (str, Path)) else [Path(p) for p in path]
+    if metadata:
+        schema = schema.with_metadata({**(schema.metadata or {}), **metadata})
+    rows = 0
+    with contextlib.ExitStack() as renames:
+        tmps = [renames.enter_context(atomic_path(p)) for p in paths]
+        with contextlib.ExitStack() as files:  # every file is closed (footer written) before any rename
+            writers: list[Any] = []
+            for p, tmp in zip(paths, tmps, strict=True):
+                if p.name.endswith(".csv"):
+                    options = pacsv.WriteOptions(quoting_style="needed")
+                    writers.append(files.enter_context(pacsv.CSVWriter(tmp, schema, write_options=options)))
+                else:
+                    writers.append(files.enter_context(pq.ParquetWriter(tmp, schema)))
+            for table in tables:
+                for writer in writers:
+                    writer.write_table(table)
+                rows += table.num_rows
+    return rows
+
+
+def file_sha256(path: str | Path) -> str:
+    """sha256 of a file's bytes (hex), read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import torch
 
 KS: tuple[int, ...] = (10, 20, 30, 40)
 
@@ -88,24 +89,27 @@ def top_k(scores: np.ndarray, k: int) -> np.ndarray:
 
 def _top_k_chunk(scores: np.ndarray, k: int) -> np.ndarray:
     """``top_k`` for one block of users (see there); shapes ``[b, n_items] -> [b, k]``."""
-    n_rows, n_items = scores.shape
-    # The k-th largest score per row is the threshold: everything strictly above it is in,
-    # and among items equal to it only the lowest-index ones fill the remaining slots. Plain
-    # argpartition would pick an arbitrary subset of the tied items.
-    kth = np.partition(scores, n_items - k, axis=1)[:, n_items - k, None]
-    selected = scores >= kth
-    overflow = np.flatnonzero(selected.sum(axis=1) > k)
+    # torch's top-k gives the k best of each row about 4x faster than np.partition. Where the
+    # k-th value is not tied with an item left out, its set is the answer; it is only put in
+    # order (score descending, then lower item index). Rows with ties straddling the cut-off
+    # (count of items >= the k-th value above k) take the exact rule: everything strictly
+    # above the k-th value is in, and the lowest-index items equal to it fill the rest.
+    values, cols = torch.topk(torch.from_numpy(np.ascontiguousarray(scores)), k, dim=1)
+    kth = values[:, -1:].numpy()  # [b, 1]
+    cols = cols.numpy()  # [b, k]
+    overflow = np.flatnonzero((scores >= kth).sum(axis=1) > k)
     if overflow.size:
-        # Only rows with ties straddling the cut-off need the (costlier) tie resolution.
         sub, sub_kth = scores[overflow], kth[overflow]
         above = sub > sub_kth
         tied = sub == sub_kth
         n_free = k - above.sum(axis=1, keepdims=True)
-        selected[overflow] = above | (tied & (np.cumsum(tied, axis=1, dtype=np.int32) <= n_free))
-    # nonzero walks row-major, so every row yields exactly k columns in ascending index order.
-    cols = np.nonzero(selected)[1].reshape(n_rows, k)
+        selected = above | (tied & (np.cumsum(tied, axis=1, dtype=np.int32) <= n_free))
+        # nonzero walks row-major: every row yields exactly k columns.
+        cols[overflow] = np.nonzero(selected)[1].reshape(len(overflow), k)
     sel_scores = np.take_along_axis(scores, cols, axis=1)
-    # Stable sort on ascending-index candidates keeps lower indices first among equal scores.
+    # Sort by column first, then stably by score: lower indices first among equal scores.
+    by_col = np.argsort(cols, axis=1)
+    cols, sel_scores = np.take_along_axis(cols, by_col, 1), np.take_along_axis(sel_scores, by_col, 1)
     order = np.argsort(-sel_scores, axis=1, kind="stable")
     return np.take_along_axis(cols, order, axis=1)
 

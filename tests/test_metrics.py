@@ -406,3 +406,13 @@ def test_metrics_table_layout() -> None:
     assert table[3] == ["phr", "1.0000", "-"]
     assert table[4] == ["repeat_recall", "nan", "-"]
     assert len(table) == 5
+
+
+def test_top_k_orders_ties_inside_the_cut_by_index() -> None:
+    # Ties among the kept items but none at the cut-off: torch's set is kept, its order fixed.
+    rng = np.random.default_rng(0)
+    scores = rng.permutation(np.arange(60, dtype=np.float32)).reshape(3, 20)
+    scores[:, [17, 3, 11]] = 100.0  # three equal best scores, in scrambled columns
+    expected = np.argsort(-scores, axis=1, kind="stable")[:, :5]
+    np.testing.assert_array_equal(top_k(scores, 5), expected)
+    assert (expected[:, :3] == [3, 11, 17]).all()

@@ -1,0 +1,146 @@
+"""`basketgnn recommend` end to end with a DNNTSP checkpoint (neighbour fusion on): shards and
+torchrun ranks against one process, bad --shard values, and `python -m basketgnn`."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from test_cli import run
+
+from basketgnn.data.split import make_split
+from basketgnn.data.synth import generate_log
+from basketgnn.engine.addons import NeighbourAddOn
+from basketgnn.engine.checkpoint import save_checkpoint
+from basketgnn.models.dnntsp import DNNTSP, DNNTSPConfig
+from basketgnn.models.neighbours import NeighbourPool
+from basketgnn.recommend import MANIFEST
+
+
+def make_checkpoint(folder, n_customers: int = 60, n_items: int = 25):
+    """A prepared dataset and an untrained DNNTSP checkpoint that ranks with neighbour scores
+    (scoring costs and paths are those of a trained one; no training needed for a test)."""
+    from basketgnn.data.ingest import prepare_log
+
+    log = folder / "log.csv"
+    generate_log(n_customers=n_customers, n_items=n_items, mean_baskets=5, seed=2).to_csv(log, index=False)
+    data = prepare_log(log)
+    data.save(folder / "data")
+    # One torch thread: tiny tensors gain nothing from two, and lose much on a loaded machine.
+    torch.manual_seed(0)
+    config = DNNTSPConfig(embed_dim=8, neighbour_weight=0.3, neighbour_k=5, seed=0, threads=1)
+    model = DNNTSP.from_config(data.n_items, config)
+    addon = NeighbourAddOn(NeighbourPool.build(data, make_split(data, "temporal")["train"], k=5), 0.3)
+    save_checkpoint(folder / "best.pt", "dnntsp", model, config, data.item_ids,
+                    {"addon_choice": {"k": 5, "weight": 0.3}, "data": str(folder / "data")}, addon)  # fmt: skip
+    return folder / "best.pt", data
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    return make_checkpoint(tmp_path_factory.mktemp("ckpt"))
+
+
+def parts(folder) -> pd.DataFrame:
+    return pd.concat([pd.read_parquet(f) for f in sorted(folder.glob("part-*.parquet"))], ignore_index=True)
+
+
+def test_shards_under_any_scheduler_equal_one_process(monkeypatch, capsys, checkpoint, tmp_path):
+    ckpt, data = checkpoint
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    common = ["recommend", "--checkpoint", str(ckpt), "--k", "6", "--chunk", "7"]
+    code, out, err = run(monkeypatch, capsys, *common, "--out", str(tmp_path / "one"))
+    assert code == 0, err
+    whole = parts(tmp_path / "one")
+    assert len(whole) == 6 * data.n_users and f"{6 * data.n_users:,} rows" in out
+
+    for i in range(3):
+        code, out, err = run(monkeypatch, capsys, *common, "--out", str(tmp_path / "ds"), "--shard", f"{i}/3")
+        assert code == 0, err
+        assert ("complete:" in out) == (i == 2)
+    assert parts(tmp_path / "ds").equals(whole)  # rows and scores, exactly
+    manifest = json.loads((tmp_path / "ds" / MANIFEST).read_text())
+    assert manifest["customers"] == data.n_users and manifest["rows"] == len(whole)
+    assert manifest["source"]["checkpoint"] == str(ckpt) and len(manifest["source"]["checkpoint_sha256"]) == 64
+    assert len(manifest["parts"]) == -(-data.n_users // 7)
+
+    # One file, all customers in one chunk: the model sees other batches, so scores may differ
+    # in the last float bits (and items whose scores are that close may swap), nothing more.
+    code, _, err = run(monkeypatch, capsys, "recommend", "--checkpoint", str(ckpt), "--k", "6",
+                       "--out", str(tmp_path / "recs.parquet"))  # fmt: skip
+    assert code == 0, err
+    single = pd.read_parquet(tmp_path / "recs.parquet")
+    assert single["customer_id"].tolist() == whole["customer_id"].tolist()
+    assert np.allclose(single["score"], whole["score"], rtol=1e-5, atol=1e-6)
+
+
+def test_torchrun_ranks_take_their_shard(monkeypatch, capsys, checkpoint, tmp_path):
+    ckpt, data = checkpoint
+    for rank in (1, 0):
+        monkeypatch.setenv("RANK", str(rank))
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        code, out, err = run(monkeypatch, capsys, "recommend", "--checkpoint", str(ckpt),
+                             "--out", str(tmp_path / "ds"), "--k", "4", "--chunk", "10")  # fmt: skip
+        assert code == 0, err
+        assert f"shard {rank}/2" in out
+    monkeypatch.delenv("WORLD_SIZE")
+    code, _, err = run(monkeypatch, capsys, "recommend", "--checkpoint", str(ckpt),
+                       "--out", str(tmp_path / "one"), "--k", "4", "--chunk", "10")  # fmt: skip
+    assert code == 0, err
+    assert parts(tmp_path / "ds").equals(parts(tmp_path / "one"))
+    assert (tmp_path / "ds" / MANIFEST).is_file()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--shard", "3/3"], r"--shard '3/3': expected i/n"),
+        (["--shard", "two"], r"--shard 'two': expected i/n"),
+        (["--shard", "0/2", "--out-file"], r"needs a folder"),
+    ],
+)
+def test_bad_shard_is_one_message_and_exit_2(monkeypatch, capsys, checkpoint, tmp_path, args, message):
+    ckpt, _ = checkpoint
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    out = tmp_path / ("recs.parquet" if "--out-file" in args else "ds")
+    args = [a for a in args if a != "--out-file"]
+    code, _, err = run(monkeypatch, capsys, "recommend", "--checkpoint", str(ckpt), "--out", str(out), *args)
+    assert code == 2 and "Traceback" not in err
+    assert re.search(message, " ".join(err.split()))
+    assert not out.exists()
+
+
+def test_python_dash_m_runs_the_cli():
+    done = subprocess.run([sys.executable, "-m", "basketgnn", "recommend", "--help"],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0 and "--shard" in done.stdout
+
+
+def test_torchrun_with_two_processes_writes_the_one_process_parts(monkeypatch, capsys, checkpoint, tmp_path):
+    """The real launcher: two ranks of `torchrun -m basketgnn recommend` share one folder.
+    About 10 CPU-seconds (two fresh interpreters importing torch): the slowest test here."""
+    torchrun = Path(sys.executable).with_name("torchrun")
+    if not torchrun.is_file():
+        pytest.skip(f"{torchrun} not found")
+    ckpt, _ = checkpoint
+    common = ["recommend", "--checkpoint", str(ckpt), "--k", "5", "--chunk", "9"]
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
+    done = subprocess.run([str(torchrun), "--standalone", "--nproc-per-node", "2", "-m", "basketgnn",
+                           *common, "--out", str(tmp_path / "ranks")],
+                          capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    code, _, err = run(monkeypatch, capsys, *common, "--out", str(tmp_path / "one"))
+    assert code == 0, err
+    assert parts(tmp_path / "ranks").equals(parts(tmp_path / "one"))
+    shard_manifests = sorted(p.name for p in (tmp_path / "ranks").glob("_manifest.shard-*"))
+    assert shard_manifests == ["_manifest.shard-00000-of-00002.json", "_manifest.shard-00001-of-00002.json"]
+    assert json.loads((tmp_path / "ranks" / MANIFEST).read_text())["shards"] == 2
