@@ -6,6 +6,9 @@
         benchmarks/bench_lightning.py --data TaFeng --epochs 3 --pairs 3 --threads 1 --part timing
     PYTHONPATH=$PWD:/tmp/lightning-site nice -n 10 .venv/bin/python \
         benchmarks/bench_lightning.py --data TaFeng --epochs 4 --threads 1 --part resume
+    # Lightning's own cost per batch, with a one-layer model (under the timing lock)
+    PYTHONPATH=$PWD:/tmp/lightning-site flock /tmp/basketgnn-timing.lock .venv/bin/python \
+        benchmarks/bench_lightning.py --part overhead --threads 1
 
 Lightning is not a dependency of basketgnn; install it beside the venv, e.g.
 ``pip install --no-deps --target /tmp/lightning-site "lightning==2.2.*" lightning-utilities
@@ -447,12 +450,66 @@ def resume_checks(
     return exact
 
 
+class _TinyModule(L.LightningModule):
+    """A one-layer model, so that an epoch is almost only the training loop's own work."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(32, 1)
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        loss = torch.nn.functional.mse_loss(self.layer(batch[0]), batch[1])
+        self._last = loss.item()  # as the plain loop, which reads every batch's loss
+        return loss
+
+    def configure_optimizers(self):
+        return torch.optim.Adam(self.parameters(), lr=1e-3)
+
+
+def loop_overhead(n_batches: int = 2000, epochs: int = 3) -> dict[str, Any]:
+    """Per-batch cost of the loop itself, plain against Lightning, with a one-layer model on
+    precomputed batches of 64 (CPU and wall ms per batch; epoch 1 not counted)."""
+    g = torch.Generator().manual_seed(0)
+    data = [(torch.randn(64, 32, generator=g), torch.randn(64, 1, generator=g)) for _ in range(n_batches)]
+    out: dict[str, Any] = {"batches_per_epoch": n_batches}
+    # plain
+    torch.manual_seed(0)
+    model = torch.nn.Linear(32, 1)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    wall, cpu = [], []
+    for _ in range(epochs):
+        t, c = time.perf_counter(), time.process_time()
+        for x, y in data:
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            loss.item()
+        wall.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
+    out["plain_ms_per_batch"] = {"wall": round(1000 * np.mean(wall[1:]) / n_batches, 4),
+                                 "cpu": round(1000 * np.mean(cpu[1:]) / n_batches, 4)}
+    # Lightning
+    torch.manual_seed(0)
+    clock = EpochClock()
+    trainer = lightning_trainer(epochs, [clock])
+    trainer.fit(_TinyModule(), train_dataloaders=torch.utils.data.DataLoader(
+        data, batch_size=None, collate_fn=_as_is, generator=torch.Generator()))
+    out["lightning_ms_per_batch"] = {"wall": round(1000 * np.mean(clock.epoch_s[1:]) / n_batches, 4),
+                                     "cpu": round(1000 * np.mean(clock.epoch_cpu_s[1:]) / n_batches, 4)}
+    out["overhead_ms_per_batch"] = {
+        k: round(out["lightning_ms_per_batch"][k] - out["plain_ms_per_batch"][k], 4) for k in ("wall", "cpu")
+    }
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default="TaFeng")
-    ap.add_argument("--part", choices=("all", "timing", "resume"), default="all",
+    ap.add_argument("--part", choices=("all", "timing", "resume", "overhead"), default="all",
                     help="timing: the alternated timed runs (run it under the timing lock); "
-                    "resume: the resume checks only (no timing)")
+                    "resume: the resume checks only (no timing); overhead: the loops' own cost "
+                    "per batch with a one-layer model (no data needed)")
     ap.add_argument("--epochs", type=int, default=4, help="epochs per run; epoch 1 is not timed")
     ap.add_argument("--pairs", type=int, default=3, help="plain/lightning runs, alternated")
     ap.add_argument("--seed", type=int, default=0)
@@ -467,6 +524,14 @@ def main() -> None:
 
     config = DNNTSPConfig(epochs=args.epochs, seed=args.seed, threads=args.threads, neighbour_weight=0)
     setup_torch(config)
+    if args.part == "overhead":
+        load_start = _load()
+        record = {"bench": "lightning_loop_overhead", "threads": torch.get_num_threads(),
+                  "lightning": L.__version__, "torch": torch.__version__, **loop_overhead(),
+                  "load_start": load_start, "load_end": _load()}
+        print(record)
+        append_result("lightning", record)
+        return
     data = read_dnntsp_json(shared_dataset(args.data))
     split = make_split(data)
     train = split["train"]
