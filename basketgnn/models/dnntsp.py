@@ -198,7 +198,9 @@ class DNNTSP(nn.Module):
         if self.presence is not None:
             x = x + batch.row_present.unsqueeze(1).to(x.dtype) * self.presence
         if self.gcn is not None:
-            return self.gcn(batch.graph, x, batch.row_weight)
+            graph = batch.adjacency if batch.adjacency is not None else batch.graph
+            assert graph is not None
+            return self.gcn(graph, x, batch.row_weight)
         # Static embeddings, zero where the item is not in the basket, so the sequence
         # still shows when the item was bought.
         return x * batch.row_present.unsqueeze(1).to(x.dtype)
@@ -214,6 +216,12 @@ class DNNTSP(nn.Module):
             z = self.embedding.weight.new_zeros(0, self.embedding.embedding_dim)
             return self.score_nodes(batch, z)
         rows = self.row_features(batch)  # [R, d]
+        if self.attention is not None and self.aggregate.mode in ("learned", "last"):
+            # Attention and readout in one: never builds the [M, T, d] sequences.
+            z = self.attention.forward_aggregated(
+                rows, batch.attention, len(batch.node_item), batch.node_len, self.aggregate.w_agg
+            )  # [M, d]
+            return self.score_nodes(batch, z)  # [B, I]
         if self.attention is not None:
             seq = self.attention.forward_rows(
                 rows, batch.attention, len(batch.node_item), batch.max_len
