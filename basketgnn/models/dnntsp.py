@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
+import numpy as np
 import torch
 from pydantic import (
     BaseModel,
@@ -94,6 +95,13 @@ class DNNTSPConfig(BaseModel):
         "(predict basket h from baskets < h for every h), not only on the last basket.",
     )
 
+    item_prior: bool = Field(
+        False,
+        description="Beyond the paper: a per-item output bias, initialised to the log-odds of "
+        "each item's frequency in the training targets, so training starts from popularity "
+        "rather than from all logits at 0.",
+    )
+
     loss: Literal["softmargin", "bpr", "mse"] = Field("softmargin", description="Training loss.")
     lr: float = Field(1e-3, gt=0, description="Adam learning rate.")
     weight_decay: float = Field(0.0, ge=0, description="Adam weight decay.")
@@ -156,6 +164,7 @@ class DNNTSP(nn.Module):
         presence: bool = False,
         repeat_features: bool = False,
         user_context: bool = False,
+        item_prior: bool = False,
     ) -> None:
         super().__init__()
         self.num_items = num_items
@@ -167,7 +176,9 @@ class DNNTSP(nn.Module):
         )
         # Without attention, the sequence is reduced by its mean over time.
         self.aggregate = TemporalAggregation(embed_dim, aggregation if attention else "mean")
-        self.scorer = GatedScorer(num_items, embed_dim, gate, repeat_features, user_context)
+        self.scorer = GatedScorer(
+            num_items, embed_dim, gate, repeat_features, user_context, item_bias=item_prior
+        )
         # Not weights: set after training when neighbour scores join the ranking
         # (models.neighbours, train.trainer.choose_neighbours) and kept in the checkpoint.
         self.neighbour_pool: NeighbourPool | None = None
@@ -189,7 +200,14 @@ class DNNTSP(nn.Module):
             presence=config.presence,
             repeat_features=config.repeat_features,
             user_context=config.user_context,
+            item_prior=config.item_prior,
         )
+
+    def init_item_prior(self, target_items: torch.Tensor | np.ndarray, n_targets: int) -> None:
+        """Set the per-item bias to the log-odds of each item's frequency among ``n_targets``
+        training target baskets (needs item_prior). Shapes: target_items [nnz] item ids."""
+        counts = torch.bincount(torch.as_tensor(target_items, dtype=torch.int64), minlength=self.num_items)
+        self.scorer.set_item_prior(counts.double() / max(n_targets, 1))
 
     def row_features(self, batch: GraphBatch) -> torch.Tensor:
         """GCN output of every distinct row (see graph.cooccurrence). Shapes: -> [R, d]."""

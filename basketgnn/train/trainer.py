@@ -133,6 +133,8 @@ def train_dnntsp(
     device = setup_torch(config)
     torch.manual_seed(config.seed)
     model = DNNTSP.from_config(data.n_items, config).to(device)
+    if config.item_prior:
+        model.init_item_prior(data.targets(train.users, train.n_history).values, len(train))
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
         optimizer, mode="min", patience=config.lr_patience
