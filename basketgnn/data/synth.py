@@ -563,9 +563,10 @@ def realistic_export(seed: int = 0, scale: float = 1.0) -> RealisticExport:
     n_cust = int(settings["n_customers"])
     guest = rng.random(n_cust) < _GUEST_SHARE  # [n_cust]
     number = _FIRST_CUSTOMER + rng.permutation(n_cust)  # [n_cust] numeric customer ids
-    basket, basket_row = np.unique(log["basket_id"].to_numpy(), return_inverse=True)
+    # Rows are grouped by basket, so factorize numbers the baskets in row order.
+    basket_row, basket = pd.factorize(log["basket_id"])
     ts = log["timestamp"].to_numpy().astype(np.int64)
-    first_row = np.unique(basket_row, return_index=True)[1]
+    first_row = np.flatnonzero(np.r_[True, basket_row[1:] != basket_row[:-1]])
     basket_ts = ts[first_row]  # [n_baskets]
     basket_cust = customer[first_row]
     # Invoice numbers in time order, as a till numbers them.
