@@ -5,7 +5,7 @@
 
 For every (code, dataset) a fresh worker process (``--worker``) builds the training and
 validation graphs as the trainer does, then runs one training pass over every ``stride``-th
-batch of the length-sorted batches (all history lengths represented) with the default config.
+batch of the length-sorted batches (all history lengths represented) with the default config, on one torch thread.
 It records, per trained customer: wall and CPU (user, sys) seconds of the pass, minor page
 faults; and the process's peak RSS per customer of the dataset. ``--code`` is a folder holding
 another version's ``basketgnn`` package (e.g. ``git archive OLD basketgnn | tar -x -C DIR``);
@@ -41,7 +41,9 @@ def worker(data_arg: str, stride: int) -> dict:
     path = Path(data_arg)
     data = BasketData.load(path) if path.is_dir() else read_dnntsp_json(SHARED / f"{data_arg}.json")
     split = make_split(data)
-    config = DNNTSPConfig()
+    # One thread: under a shared, overloaded CPU, OpenMP workers spin-wait for each other and
+    # the spinning is counted as user time; one thread measures the work itself.
+    config = DNNTSPConfig(threads=1)
     device = setup_torch(config)
     t = time.perf_counter()
     graphs = build_user_graphs(data, split["train"])
