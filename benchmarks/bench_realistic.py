@@ -84,7 +84,7 @@ def worker(data_arg: str, stride: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--data", nargs="+", required=True)
+    ap.add_argument("--data", nargs="+", default=[])
     ap.add_argument("--code", default=None, help="folder with another version's basketgnn package")
     ap.add_argument("--stride", type=int, default=3)
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
@@ -92,6 +92,8 @@ def main() -> None:
     if args.worker:
         print(json.dumps(worker(args.worker, args.stride)))
         return
+    if not args.data:
+        ap.error("--data: name at least one prepared folder or published split")
     load = os.getloadavg()[0]
     codes = {"new": str(PROJECT)} | ({"old": str(Path(args.code).resolve())} if args.code else {})
     for data in args.data:
