@@ -27,7 +27,7 @@ from pathlib import Path
 from common import PROJECT, SHARED, append_result
 
 
-def worker(data_arg: str, stride: int) -> dict:
+def worker(data_arg: str, stride: int, batch_size: int) -> dict:
     import torch
 
     from basketgnn.data.dataset import BasketData
@@ -43,7 +43,7 @@ def worker(data_arg: str, stride: int) -> dict:
     split = make_split(data)
     # One thread: under a shared, overloaded CPU, OpenMP workers spin-wait for each other and
     # the spinning is counted as user time; one thread measures the work itself.
-    config = DNNTSPConfig(threads=1)
+    config = DNNTSPConfig(threads=1, batch_size=batch_size)
     device = setup_torch(config)
     t = time.perf_counter()
     graphs = build_user_graphs(data, split["train"])
@@ -79,6 +79,7 @@ def worker(data_arg: str, stride: int) -> dict:
         "peak_rss_mb": round(r1.ru_maxrss / 1024, 1),
         "peak_rss_kb_per_customer": round(r1.ru_maxrss / data.n_users, 2),
         "threads": torch.get_num_threads(),
+        "batch_size": batch_size,
     }
 
 
@@ -87,10 +88,11 @@ def main() -> None:
     ap.add_argument("--data", nargs="+", default=[])
     ap.add_argument("--code", default=None, help="folder with another version's basketgnn package")
     ap.add_argument("--stride", type=int, default=3)
+    ap.add_argument("--batch-size", type=int, default=64, help="customers per batch (default: 64)")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        print(json.dumps(worker(args.worker, args.stride)))
+        print(json.dumps(worker(args.worker, args.stride, args.batch_size)))
         return
     if not args.data:
         ap.error("--data: name at least one prepared folder or published split")
@@ -100,7 +102,8 @@ def main() -> None:
         for name, root in codes.items():
             env = dict(os.environ, PYTHONPATH=f"{root}{os.pathsep}{PROJECT / 'benchmarks'}")
             out = subprocess.run(
-                [sys.executable, __file__, "--worker", data, "--stride", str(args.stride)],
+                [sys.executable, __file__, "--worker", data, "--stride", str(args.stride),
+                 "--batch-size", str(args.batch_size)],
                 env=env, capture_output=True, text=True, check=True, cwd=root,
             )  # fmt: skip
             record = {"data": data, "code": name, "code_root": root, "stride": args.stride,
