@@ -51,18 +51,41 @@ def synth(
     items: Annotated[int, typer.Option(help="Catalogue size.")] = 200,
     mean_baskets: Annotated[float, typer.Option(help="Mean baskets per customer.")] = 8.0,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    preset: Annotated[
+        str,
+        typer.Option(
+            help="'': the knobs above; 'realistic': a raw retail export (long-tailed baskets and "
+            "histories, cancellations, guests, non-product codes, float-written customer ids; "
+            "the knobs above are ignored, see data/README.md)."
+        ),
+    ] = "",
+    clean_out: Annotated[
+        Path | None,
+        typer.Option(help="With --preset realistic: also write the cleaned twin of the export here."),
+    ] = None,
 ) -> None:
     """Generate a synthetic transaction log with planted structure.
 
-    Example: `basketgnn synth --out log.csv --customers 5000 --items 500`
+    Example: `basketgnn synth --out log.csv --customers 5000 --items 500`, or
+    `basketgnn synth --preset realistic --out export.csv --clean-out clean.csv`
     """
-    from basketgnn.data.synth import generate_log, write_log
+    from basketgnn.data.synth import generate_log, realistic_export, write_log
 
+    if preset not in ("", "realistic"):
+        raise UserError(f"synth: unknown --preset {preset!r}; use 'realistic' or leave it out.")
+    if clean_out is not None and not preset:
+        raise UserError("synth: --clean-out needs --preset realistic (only it has a cleaned twin).")
     t0 = time.perf_counter()
     try:
-        df = generate_log(
-            n_customers=customers, n_items=items, mean_baskets=mean_baskets, seed=seed
-        )
+        if preset:
+            export = realistic_export(seed)
+            df = export.export
+            if clean_out is not None:
+                write_log(export.clean, clean_out)
+        else:
+            df = generate_log(
+                n_customers=customers, n_items=items, mean_baskets=mean_baskets, seed=seed
+            )
         write_log(df, out)
     except ValueError as e:
         raise UserError(f"synth: {e}") from None
@@ -70,6 +93,8 @@ def synth(
         f"wrote {out}: {len(df):,} rows, {df['customer_id'].nunique():,} customers, "
         f"{df['item_id'].nunique():,} items ({time.perf_counter() - t0:.1f}s)"
     )
+    if clean_out is not None:
+        console.print(f"wrote {clean_out}: {len(export.clean):,} rows (cleaned twin)")
 
 
 # prepare's options that act on a transaction log; a DNNTSP .json split has no columns to name

@@ -55,6 +55,9 @@ from typing import Any
 
 import numpy as np
 import torch
+from basketgnn.train import trainer as trainer_module
+from basketgnn.train.losses import compute_loss, multi_hot
+from basketgnn.train.trainer import length_batches, setup_torch, train_dnntsp
 from common import append_result, shared_dataset
 
 from basketgnn.data.dataset import BasketData
@@ -62,9 +65,6 @@ from basketgnn.data.ingest import read_dnntsp_json
 from basketgnn.data.split import Instances, make_split
 from basketgnn.graph.cooccurrence import GraphBatch, UserGraphs, build_user_graphs
 from basketgnn.models.dnntsp import DNNTSP, DNNTSPConfig
-from basketgnn.train import trainer as trainer_module
-from basketgnn.train.losses import compute_loss, multi_hot
-from basketgnn.train.trainer import length_batches, setup_torch, train_dnntsp
 
 try:
     import lightning as L

@@ -35,6 +35,9 @@ import pyarrow as pa
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from basketgnn.recommenders.dnntsp import DNNTSPRecommender  # noqa: E402
+from basketgnn.train.trainer import score_graphs, setup_torch  # noqa: E402
+
 from basketgnn.data.dataset import BasketData  # noqa: E402
 from basketgnn.data.split import Instances, make_split  # noqa: E402
 from basketgnn.graph.cooccurrence import build_user_graphs  # noqa: E402
@@ -43,8 +46,6 @@ from basketgnn.metrics import top_k  # noqa: E402
 from basketgnn.models.dnntsp import DNNTSP, DNNTSPConfig  # noqa: E402
 from basketgnn.models.neighbours import NeighbourPool, fuse_neighbours  # noqa: E402
 from basketgnn.recommend import SCHEMA, recommendation_table, write_recommendation_parts  # noqa: E402
-from basketgnn.recommenders.dnntsp import DNNTSPRecommender  # noqa: E402
-from basketgnn.train.trainer import score_graphs, setup_torch  # noqa: E402
 from benchmarks.common import append_result, peak_rss_mb, shared_dataset  # noqa: E402
 
 BATCH = 2048  # customers scored together (evaluate.rank_items' chunk)

@@ -10,7 +10,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from basketgnn.registry import make_baseline
 
 import basketgnn.recommend as recommend_mod
 from basketgnn.data.dataset import BasketData, from_sequences
@@ -27,6 +26,7 @@ from basketgnn.recommend import (
     write_recommendation_file,
     write_recommendation_parts,
 )
+from basketgnn.registry import make_baseline
 
 N_USERS, N_ITEMS = 23, 9
 

@@ -23,6 +23,8 @@ The pieces a model supplies:
 * ``skip_batch(batch) -> bool``: optional; True for a training batch the module cannot learn
   from (DNNTSP: train-mode BatchNorm over fewer than two rows). Skipped batches still count
   as steps of the batch plan, so every rank of a distributed run skips the same ones.
+* ``init(module, data, train, config)``: optional; sets data-dependent starting values before
+  training (DNNTSP's ``item_prior``: an output bias from the training targets' item frequencies).
 
 Registration (``basketgnn/registry.py``) is one line naming the package, whose ``__init__.py``
 exposes ``SPEC: ModelSpec``; the package is imported only when the model is used.
@@ -72,3 +74,4 @@ class ModelSpec:
     batches: Callable[[BasketData, Instances, Any, bool], BatchSource]
     loss: Callable[[nn.Module, Batch, torch.Tensor, Any], torch.Tensor] | None = None
     skip_batch: Callable[[Batch], bool] | None = None
+    init: Callable[[nn.Module, BasketData, Instances, Any], None] | None = None

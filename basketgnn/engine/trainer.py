@@ -173,6 +173,8 @@ def train_model(
     device = setup_torch(config)
     torch.manual_seed(config.seed)
     module = spec.build(data.n_items, config).to(device)
+    if spec.init is not None:
+        spec.init(module, data, train, config)
     optimizer = torch.optim.Adam(module.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
         optimizer, mode="min", patience=config.lr_patience

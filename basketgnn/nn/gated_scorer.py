@@ -10,6 +10,11 @@ Optionally (beyond the paper) every item also gets a user-context term, so items
 history are ranked per user too: h_u = mean of z_{u,i} over i in V_u, y_i += E_i . (W_c h_u),
 with W_c [d, d] initialised to 0. This is a [B, d] x [d, I] product, never [B, I, d].
 
+Optionally (beyond the paper) every item has its own output bias b_i, y_i += b_i, set before
+training to the log-odds of the item's frequency in the training targets (:meth:`GatedScorer.
+set_item_prior`), so training starts from popularity instead of all logits at 0 (with thousands
+of items that start costs tens of epochs of shrinking every logit).
+
 Because the scorer is linear this equals a base score shared by the batch plus a correction on
 each user's own nodes, so no [batch, items, d] tensor is ever built:
 
@@ -46,6 +51,7 @@ class GatedScorer(nn.Module):
             "off" (α = 1: a user's own items are scored from z alone).
         repeat_features: add the learned repeat-feature term (beyond the paper).
         user_context: add the user-context term for every item (beyond the paper).
+        item_bias: add a per-item output bias b_i (beyond the paper; 0 until set_item_prior).
 
     Shapes: embedding E [I, d]; z [M, d] per user-node; node_item [M]; node_user [M];
     node_features [M, 4] (with repeat_features) -> scores [B, I].
@@ -58,6 +64,7 @@ class GatedScorer(nn.Module):
         gate: str = "learned",
         repeat_features: bool = False,
         user_context: bool = False,
+        item_bias: bool = False,
     ) -> None:
         super().__init__()
         if gate not in ("learned", "fixed", "off"):
@@ -67,6 +74,18 @@ class GatedScorer(nn.Module):
         self.out = nn.Linear(dim, 1)
         self.repeat = nn.Parameter(torch.zeros(REPEAT_FEATURES)) if repeat_features else None
         self.context = nn.Parameter(torch.zeros(dim, dim)) if user_context else None
+        self.item_bias = nn.Parameter(torch.zeros(num_items)) if item_bias else None
+
+    @torch.no_grad()
+    def set_item_prior(self, frequency: torch.Tensor, smoothing: float = 1e-4) -> None:
+        """b_i = log-odds of each item's frequency (clipped to [smoothing, 1 - smoothing]) and
+        b_o = 0, so every initial logit is the item's prior log-odds plus w_o . E_i.
+        Shapes: frequency [I] in [0, 1]."""
+        if self.item_bias is None:
+            raise ValueError("set_item_prior needs item_bias=True")
+        p = frequency.to(self.item_bias.dtype).clamp(smoothing, 1 - smoothing)
+        self.item_bias.copy_(torch.log(p) - torch.log1p(-p))
+        self.out.bias.zero_()
 
     def gate_values(self, node_item: torch.Tensor) -> torch.Tensor:
         """α of each node's item. Shapes: [M] -> [M]."""
@@ -85,11 +104,12 @@ class GatedScorer(nn.Module):
         node_features: torch.Tensor | None = None,
     ) -> torch.Tensor:
         w_o = self.out.weight.squeeze(0)  # [d]
-        base = embedding @ w_o + self.out.bias  # [I]
+        lin = embedding @ w_o  # [I] w_o . E_i
+        base = lin + self.out.bias  # [I]
+        if self.item_bias is not None:
+            base = base + self.item_bias  # b_i is not gated: a user's own items keep it too
         # index_select rather than base[node_item]: a faster backward on CPU, same values.
-        correction = self.gate_values(node_item) * (
-            z @ w_o - base.index_select(0, node_item) + self.out.bias
-        )
+        correction = self.gate_values(node_item) * (z @ w_o - lin.index_select(0, node_item))
         if self.repeat is not None:
             assert node_features is not None, "repeat_features needs node_features [M, 4]"
             correction = correction + node_features.to(z.dtype) @ self.repeat  # [M]

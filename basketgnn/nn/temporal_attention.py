@@ -100,11 +100,13 @@ class MaskedTemporalSelfAttention(nn.Module):
         )  # [nodes, heads, T, d_head]; scale 1/sqrt(d_head) by default
         return self._merge_heads(z)  # [nodes, T, d]
 
-    def _keys_first(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, b: AttentionBucket, scale: float
+    def _keys_first_weights(
+        self, q: torch.Tensor, k: torch.Tensor, b: AttentionBucket, scale: float
     ) -> torch.Tensor:
-        """Attention of one bucket over its D distinct keys. Shapes: q, k, v [M_b, heads, D,
-        d_head] -> [M_b, heads, T, d_head]."""
+        """Attention weights of one bucket over its D distinct keys, keys-first.
+
+        Shapes: q, k [M_b, heads, D, d_head] -> a [M_b, heads, D (key), T (query)].
+        """
         T = b.query.shape[1]
         # Scores are laid out keys-first, [.., D (key), T (query)], so the softmax runs over
         # a non-last dim: with D mostly 2-5 that is ~3x faster (fwd + bwd) on CPU than a
@@ -117,19 +119,18 @@ class MaskedTemporalSelfAttention(nn.Module):
         a = torch.softmax(s + bias, dim=2)  # [M_b, heads, D, T], over keys
         if self.training and self.dropout > 0:
             a = F.dropout(a, self.dropout)
-        a = a.transpose(-1, -2)  # [M_b, heads, T, D]
-        return a @ v
+        return a
 
-    def _two_keys(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, b: AttentionBucket, scale: float
-    ) -> torch.Tensor:
+    def _two_keys_weights(
+        self, q: torch.Tensor, k: torch.Tensor, b: AttentionBucket, scale: float
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """The bucket of nodes bought once (D = 2 keys: absent row 0, present row 1), in closed
         form: a softmax over two keys is w_1 = sigmoid(logit_1 - logit_0), w_0 = sigmoid(logit_0 -
         logit_1), so no [T, D] score matrix or batched matmul is needed. Equal to the general path
         up to rounding (a log-count of -inf gives w = 0 or 1 exactly); dropout draws its mask on
         the same [M_b, heads, 2, T] layout.
 
-        Shapes: q, k, v [M_b, heads, 2, d_head] -> [M_b, heads, T, d_head].
+        Shapes: q, k [M_b, heads, 2, d_head] -> w0, w1 [M_b, heads, T].
         """
         M_b, H, _, _ = q.shape
         T = b.query.shape[1]
@@ -142,7 +143,81 @@ class MaskedTemporalSelfAttention(nn.Module):
         if self.training and self.dropout > 0:
             w = F.dropout(torch.stack([w0, w1], dim=2), self.dropout)  # [M_b, heads, 2, T]
             w0, w1 = w[:, :, 0], w[:, :, 1]
+        return w0, w1
+
+    def _keys_first(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, b: AttentionBucket, scale: float
+    ) -> torch.Tensor:
+        """Attention output of one bucket. Shapes: q, k, v [M_b, heads, D, d_head] ->
+        [M_b, heads, T, d_head]."""
+        return self._keys_first_weights(q, k, b, scale).transpose(-1, -2) @ v
+
+    def _two_keys(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, b: AttentionBucket, scale: float
+    ) -> torch.Tensor:
+        """:meth:`_keys_first` for D = 2 in closed form. Shapes: q, k, v [M_b, heads, 2,
+        d_head] -> [M_b, heads, T, d_head]."""
+        w0, w1 = self._two_keys_weights(q, k, b, scale)
         return w0.unsqueeze(-1) * v[:, :, :1] + w1.unsqueeze(-1) * v[:, :, 1:]
+
+    def _bucket_weights(
+        self, q: torch.Tensor, k: torch.Tensor, b: AttentionBucket, scale: float
+    ) -> torch.Tensor:
+        """Weights of every key at every time. Shapes: -> [M_b, heads, D, T]."""
+        if q.shape[2] == 2:
+            return torch.stack(self._two_keys_weights(q, k, b, scale), dim=2)
+        return self._keys_first_weights(q, k, b, scale)
+
+    def forward_aggregated(
+        self,
+        rows: torch.Tensor,
+        buckets: tuple[AttentionBucket, ...],
+        num_nodes: int,
+        lengths: torch.Tensor,
+        w_agg: torch.Tensor | None,
+    ) -> torch.Tensor:
+        """Attention followed by the temporal readout, without the [M, T, d] sequences.
+
+        Equal to ``aggregate_nodes_temporal_feature(forward_rows(...), lengths, w_agg)`` (or,
+        with ``w_agg=None``, to the output at each node's last real timestamp). Per head h the
+        output at t is Z_{h,t} = sum_y A_{h,y,t} V_{h,y} over the node's D distinct keys y, so
+
+            a_t = Z_t . w_agg = sum_h sum_y A_{h,y,t} (V_{h,y} . w_agg_h)      (t < length)
+            z   = sum_t a_t Z_t = merge_h sum_y (sum_t a_t A_{h,y,t}) V_{h,y}
+
+        which needs only the [M_b, heads, D, T] weights the attention computes anyway: on
+        long histories with many distinct items, [M, T, d] and its gradient were the largest
+        tensors of a training step. (concat: w_agg_h is head h's slice of w_agg; mean: the
+        heads' results are averaged, so a_t uses w_agg / heads on every head.)
+
+        Shapes: rows [R, d]; lengths [M]; w_agg [d] or None -> [M, d].
+        """
+        if not buckets:
+            return rows.new_zeros(num_nodes, self.out_dim)
+        scale = self.d_head**-0.5
+        outs = []
+        for b in buckets:
+            x = rows.index_select(0, b.rows.reshape(-1)).view(*b.rows.shape, rows.shape[1])
+            q, k, v = self._split(x)  # each [M_b, heads, D, d_head]
+            a = self._bucket_weights(q, k, b, scale)  # [M_b, heads, D, T]
+            T = a.shape[-1]
+            length = lengths.index_select(0, b.nodes)  # [M_b]
+            if w_agg is None:
+                at = F.one_hot(length - 1, T).to(a.dtype)  # [M_b, T]
+            else:
+                if self.merge == "concat":
+                    vw = torch.einsum("mhdk,hk->mhd", v, w_agg.view(self.heads, self.d_head))
+                else:
+                    vw = (v @ w_agg) / self.heads  # [M_b, heads, D]
+                real = torch.arange(T, device=a.device)[None, :] < length[:, None]  # [M_b, T]
+                at = torch.einsum("mhdt,mhd->mt", a, vw) * real.to(a.dtype)  # [M_b, T]
+            c = torch.einsum("mhdt,mt->mhd", a, at)  # [M_b, heads, D]
+            z = torch.einsum("mhd,mhdk->mhk", c, v)  # [M_b, heads, d_head]
+            outs.append(z.mean(1) if self.merge == "mean" else z.flatten(1))  # [M_b, d]
+        order = torch.cat([b.nodes for b in buckets])  # [M] node of each concatenated row
+        position = torch.empty_like(order)
+        position[order] = torch.arange(len(order), device=order.device)
+        return torch.cat(outs).index_select(0, position)  # [M, d]
 
     def forward_rows(
         self, rows: torch.Tensor, buckets: tuple[AttentionBucket, ...], num_nodes: int, T: int

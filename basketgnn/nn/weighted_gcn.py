@@ -6,6 +6,11 @@ followed by BatchNorm over the feature dimension and ReLU, as published. Graph n
 distinct rows of :mod:`basketgnn.graph.cooccurrence`, each standing for ``row_weight``
 node-timestamps; BatchNorm weights rows by that multiplicity, so its statistics are exactly
 those over all real node-timestamps (never padding).
+
+The weights come either as a DGL graph with edge weights, or factored
+(:class:`~basketgnn.graph.cooccurrence.FactoredAdjacency`):
+``sum_i w(i, j) x_i = scale_j * ((B^T (B x))_j + self_j * x_j)`` with two sparse sums over the
+entries of B and no co-occurrence edge list (same values; see graph.cooccurrence).
 """
 
 from __future__ import annotations
@@ -14,6 +19,25 @@ import dgl
 import dgl.function as fn
 import torch
 from torch import nn
+
+from basketgnn.graph.cooccurrence import FactoredAdjacency
+
+
+def weighted_sum(graph: dgl.DGLGraph | FactoredAdjacency, x: torch.Tensor) -> torch.Tensor:
+    """``sum_i w(i, j) x_i`` for every row j (self weight included).
+
+    Shapes: x [rows, C] -> [rows, C].
+    """
+    if isinstance(graph, FactoredAdjacency):
+        a = graph
+        # [slots, C]: the sum over each slot's rows, then back to the rows of each slot.
+        slots = x.new_zeros(a.num_slots, x.shape[1]).index_add(0, a.pair_slot, x.index_select(0, a.pair_row))
+        back = torch.zeros_like(x).index_add(0, a.pair_row, slots.index_select(0, a.pair_slot))
+        return (back + a.row_self.to(x.dtype).unsqueeze(1) * x) * a.row_scale.to(x.dtype).unsqueeze(1)
+    with graph.local_scope():
+        graph.ndata["x"] = x
+        graph.update_all(fn.u_mul_e("x", "w", "m"), fn.sum("m", "agg"))
+        return graph.ndata["agg"]  # [rows, C]
 
 
 class MultiplicityBatchNorm1d(nn.BatchNorm1d):
@@ -54,7 +78,7 @@ class WeightedGraphConv(nn.Module):
         out_dim: output feature size.
         dropout: dropout on the output (0 = none, as published).
 
-    Shapes: graph with edata["w"] [E]; x [rows, in_dim]; row_weight [rows] -> [rows, out_dim].
+    Shapes: graph with edata["w"] [E] (or factored); x [rows, in_dim]; row_weight [rows] -> [rows, out_dim].
     """
 
     def __init__(self, in_dim: int, out_dim: int, dropout: float = 0.0) -> None:
@@ -64,12 +88,12 @@ class WeightedGraphConv(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(
-        self, graph: dgl.DGLGraph, x: torch.Tensor, row_weight: torch.Tensor | None = None
+        self,
+        graph: dgl.DGLGraph | FactoredAdjacency,
+        x: torch.Tensor,
+        row_weight: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        with graph.local_scope():
-            graph.ndata["x"] = x
-            graph.update_all(fn.u_mul_e("x", "w", "m"), fn.sum("m", "agg"))
-            agg = graph.ndata["agg"]  # [rows, in_dim]
+        agg = weighted_sum(graph, x)  # [rows, in_dim]
         return self.dropout(torch.relu(self.norm(self.linear(agg), row_weight)))
 
 
@@ -86,7 +110,10 @@ class WeightedGCN(nn.Module):
         )
 
     def forward(
-        self, graph: dgl.DGLGraph, x: torch.Tensor, row_weight: torch.Tensor | None = None
+        self,
+        graph: dgl.DGLGraph | FactoredAdjacency,
+        x: torch.Tensor,
+        row_weight: torch.Tensor | None = None,
     ) -> torch.Tensor:
         for layer in self.layers:
             x = layer(graph, x, row_weight)

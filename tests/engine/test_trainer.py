@@ -138,3 +138,12 @@ def test_small_catalogue_uses_the_cut_offs_that_fit():
     assert "val_ndcg@20" in rec.result.history[0] and "val_ndcg@40" not in rec.result.history[0]
     metrics, _ = evaluate_model(rec, data, sp["test"])
     assert "recall@20" in metrics and "recall@30" not in metrics
+
+
+def test_item_prior_starts_training_at_popularity():
+    """With item_prior the first epoch's loss is far below the all-logits-0 start (log 2)."""
+    data = planted_data(n_users=80)
+    plain, _ = fit(data, epochs=1, lr=1e-3)
+    prior, _ = fit(data, epochs=1, lr=1e-3, item_prior=True)
+    assert plain.result.history[0]["train_loss"] > 0.5
+    assert prior.result.history[0]["train_loss"] < 0.5 * plain.result.history[0]["train_loss"]

@@ -33,7 +33,9 @@ def _instances(sequences, n_history=None) -> Instances:
 
 
 def _graphs(sequences=SEQUENCES, n_items=N_ITEMS):
-    return build_user_graphs(from_sequences(sequences, n_items=n_items), _instances(sequences))
+    return build_user_graphs(
+        from_sequences(sequences, n_items=n_items), _instances(sequences), form="edges"
+    )
 
 
 def _edges(batch: GraphBatch) -> dict[tuple[int, int], float]:
@@ -362,7 +364,7 @@ def test_without_targets():
     b = g.collate(np.array([0, 1]), with_targets=False)
     assert b.target_items is None and b.target_offsets is None
     data = from_sequences(SEQUENCES, n_items=N_ITEMS)
-    g2 = build_user_graphs(data, _instances(SEQUENCES), with_targets=False)
+    g2 = build_user_graphs(data, _instances(SEQUENCES), with_targets=False, form="edges")
     assert g2.target_items is None and g2.target_offsets is None
     b2 = g2.collate(np.array([0, 1]))  # with_targets=True, but there are none
     assert b2.target_items is None and b2.target_offsets is None
@@ -371,7 +373,7 @@ def test_without_targets():
         assert torch.equal(getattr(b2, k), getattr(b, k)), k
     # Whole sequences as histories (prediction time): no target basket exists at all.
     g3 = build_user_graphs(
-        data, _instances(SEQUENCES, [len(s) for s in SEQUENCES]), with_targets=False
+        data, _instances(SEQUENCES, [len(s) for s in SEQUENCES]), with_targets=False, form="edges"
     )
     b3 = g3.collate(np.array([0]))
     assert b3.user_len.tolist() == [4] and b3.node_item.tolist() == [1, 2, 3]
@@ -474,3 +476,64 @@ def test_random_users_match_brute_force(seed):
     assert sorted(np.flatnonzero(~row_present).tolist()) == sorted(absent)
     assert batch.row_weight.tolist() == covered.tolist()
     assert _plan(batch) == _plan_from_seq_row(batch)
+
+
+def _dense_edges(batch: GraphBatch) -> torch.Tensor:
+    """W[dst, src] of the explicit edge list, float64. Shape [R, R]."""
+    src, dst = batch.graph.edges()
+    W = torch.zeros(batch.num_rows, batch.num_rows, dtype=torch.float64)
+    W[dst, src] = batch.graph.edata["w"].double()
+    return W
+
+
+def _dense_factored(batch: GraphBatch) -> torch.Tensor:
+    """diag(scale) (B^T B + diag(self)), built densely from the factored entries. Shape [R, R]."""
+    a = batch.adjacency
+    B = torch.zeros(a.num_slots, batch.num_rows, dtype=torch.float64)
+    B.index_put_((a.pair_slot, a.pair_row), torch.ones(len(a.pair_row), dtype=torch.float64),
+                 accumulate=True)
+    return a.row_scale.double()[:, None] * (B.T @ B + torch.diag(a.row_self.double()))
+
+
+def _random_big_baskets(seed: int) -> list[list[list[int]]]:
+    """Users with long-tailed basket sizes (up to 40 of 60 items) and repeat purchases."""
+    rng = np.random.default_rng(seed)
+    users = []
+    for _ in range(6):
+        T = int(rng.integers(1, 12))
+        sizes = np.minimum(rng.geometric(0.15, size=T + 1), 40)
+        users.append([rng.choice(60, size=int(k), replace=False).tolist() for k in sizes])
+    return users + SEQUENCES
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_factored_adjacency_equals_the_edge_list(seed):
+    """B^T B factoring (the default form) gives exactly the weights of the explicit edge list,
+    and the GCN's weighted sum agrees in both forms."""
+    from basketgnn.nn.weighted_gcn import weighted_sum
+
+    seqs = _random_big_baskets(seed)
+    data = from_sequences(seqs, n_items=60)
+    order = np.random.default_rng(seed).permutation(len(seqs))
+    edges = build_user_graphs(data, _instances(seqs), form="edges").collate(order)
+    factored = build_user_graphs(data, _instances(seqs)).collate(order)
+    assert factored.graph is None and edges.adjacency is None
+    for k in ("row_node", "row_weight", "row_present", "seq_row", "node_item", "node_count"):
+        assert torch.equal(getattr(edges, k), getattr(factored, k)), k
+    W_edges, W_fact = _dense_edges(edges), _dense_factored(factored)
+    # the edge list stores float32 weights; the factored form multiplies integers by 1 / max c
+    torch.testing.assert_close(W_fact, W_edges, rtol=1e-7, atol=0)
+    assert (W_edges > 0).sum() > 4 * edges.num_rows  # real co-occurrence, not only self-loops
+    # far fewer entries than edges on big baskets
+    assert len(factored.adjacency.pair_row) < edges.graph.num_edges()
+    x = torch.randn(edges.num_rows, 5, dtype=torch.float64)
+    torch.testing.assert_close(weighted_sum(factored.adjacency, x), W_fact @ x)
+    torch.testing.assert_close(
+        weighted_sum(edges.graph, x.float()).double(), W_edges @ x, rtol=1e-5, atol=1e-5
+    )
+
+
+def test_bad_graph_form_is_refused():
+    data = from_sequences(SEQUENCES, n_items=N_ITEMS)
+    with pytest.raises(ValueError, match="unknown graph form"):
+        build_user_graphs(data, _instances(SEQUENCES), form="dense")

@@ -82,14 +82,17 @@ def _one_thread():
     torch.set_num_threads(before)
 
 
-def make_batch(histories: list[list[list[int]]], dtype: torch.dtype = torch.float64) -> GraphBatch:
+def make_batch(
+    histories: list[list[list[int]]], dtype: torch.dtype = torch.float64, form: str = "factored"
+) -> GraphBatch:
     """One GraphBatch holding every history in full (instance k = user k, T = its length)."""
     data = from_sequences(histories, n_items=N_ITEMS)
     instances = Instances(np.arange(len(histories)), np.asarray([len(h) for h in histories]))
-    batch = build_user_graphs(data, instances, with_targets=False).collate(
+    batch = build_user_graphs(data, instances, with_targets=False, form=form).collate(
         np.arange(len(histories)), with_targets=False
     )
-    batch.graph.edata["w"] = batch.graph.edata["w"].to(dtype)
+    if batch.graph is not None:
+        batch.graph.edata["w"] = batch.graph.edata["w"].to(dtype)
     return batch
 
 
@@ -120,14 +123,15 @@ def _grads(loss: torch.Tensor, model: DNNTSP) -> dict[str, torch.Tensor]:
     return {n: torch.zeros_like(p) if g is None else g for n, p, g in zip(names, params, grads)}
 
 
+@pytest.mark.parametrize("form", ["factored", "edges"])
 @pytest.mark.parametrize("mode", ["train", "eval"])
 @pytest.mark.parametrize("batch_name", list(BATCHES))
 @pytest.mark.parametrize("switch", list(SWITCHES))
-def test_scores_and_gradients_match_reference(switch: str, batch_name: str, mode: str) -> None:
+def test_scores_and_gradients_match_reference(switch: str, batch_name: str, mode: str, form: str) -> None:
     histories = BATCHES[batch_name]
     model = make_model(**SWITCHES[switch])
     model.train(mode == "train")
-    batch = make_batch(histories)
+    batch = make_batch(histories, form=form)
     weights = torch.randn(
         len(histories), N_ITEMS, dtype=torch.float64, generator=torch.Generator().manual_seed(1)
     )
@@ -145,17 +149,20 @@ def test_scores_and_gradients_match_reference(switch: str, batch_name: str, mode
         assert g_ref[name].abs().sum() > 0, name
 
 
+@pytest.mark.parametrize("form", ["factored", "edges"])
 @pytest.mark.parametrize("switch", list(SWITCHES))
-def test_float64_agreement_is_exact_given_float32_edge_weights(switch: str) -> None:
-    """The graph stores c / max c as float32 (e.g. 1/3), so against exact weights float64 scores
-    differ by ~1e-8. With the reference's weights rounded the same way, scores and gradients
-    agree to float64 rounding error: nothing else differs (not even a BatchNorm eps)."""
+def test_float64_agreement_is_exact(switch: str, form: str) -> None:
+    """The edge list stores c / max c as float32 (e.g. 1/3), so against exact weights float64
+    scores differ by ~1e-8; with the reference's weights rounded the same way, scores and
+    gradients agree to float64 rounding error: nothing else differs (not even a BatchNorm eps).
+    The factored form keeps counts and 1 / max c in float64, so it agrees with exact weights."""
     histories = BATCHES["edge_cases"] + BATCHES["random"]
     model = make_model(**SWITCHES[switch])
+    weight_dtype = torch.float32 if form == "edges" else torch.float64
     for train in (True, False):
         model.train(train)
-        fast = model(make_batch(histories))
-        ref = reference_scores(model, histories, weight_dtype=torch.float32)
+        fast = model(make_batch(histories, form=form))
+        ref = reference_scores(model, histories, weight_dtype=weight_dtype)
         torch.testing.assert_close(fast, ref, atol=1e-11, rtol=0)
         weights = torch.randn(
             fast.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(2)

@@ -106,7 +106,7 @@ def test_forward_rows_equals_dense_forward_when_every_user_has_one_basket(merge,
 def _check_rows_vs_dense(batch: GraphBatch, att: MaskedTemporalSelfAttention, seed: int) -> None:
     torch.manual_seed(100 + seed)
     M, T = len(batch.node_item), batch.max_len
-    R = batch.graph.num_nodes()
+    R = batch.num_rows
     real = _real(batch)  # [M, T]
     # a node present at every one of its timestamps, and a node bought once, are both there
     present_count = torch.zeros(M, dtype=torch.int64).index_add_(
@@ -221,3 +221,43 @@ def test_two_key_closed_form_equals_the_general_path_with_and_without_dropout(tr
     if training:  # dropout really acted: some weights were zeroed
         module.eval()
         assert not torch.allclose(run(module._two_keys)[0], closed)
+
+
+@pytest.mark.parametrize("merge,heads,dropout", CONFIGS)
+@pytest.mark.parametrize("readout", ["learned", "last"])
+@pytest.mark.parametrize("training", [False, True])
+def test_forward_aggregated_equals_readout_of_forward_rows(merge, heads, dropout, readout, training):
+    """The fused attention + readout equals the readout (MODEL.md §2) of the full sequences:
+    values and gradients, in eval mode and, with the same seed (same dropout masks), in training."""
+    from basketgnn.nn.aggregation import aggregate_nodes_temporal_feature, last_timestamp
+
+    batch = _batch(3, np.random.default_rng(3).permutation(len(_sequences(3))))
+    att = _module(merge, heads, dropout, 3).train(training)
+    M, T, R = len(batch.node_item), batch.max_len, batch.num_rows
+    torch.manual_seed(11)
+    rows = torch.randn(R, DIM, dtype=torch.float64, requires_grad=True)
+    w_agg = torch.randn(DIM, dtype=torch.float64, requires_grad=True) if readout == "learned" else None
+
+    def dense():
+        torch.manual_seed(5)
+        seq = att.forward_rows(rows, batch.attention, M, T)  # [M, T, d]
+        if w_agg is None:
+            return last_timestamp(seq, batch.node_len)
+        return aggregate_nodes_temporal_feature(seq, batch.node_len, w_agg)
+
+    def fused():
+        torch.manual_seed(5)
+        return att.forward_aggregated(rows, batch.attention, M, batch.node_len, w_agg)
+
+    ref, out = dense(), fused()
+    assert out.shape == ref.shape == (M, DIM)
+    torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-12)
+    params = [rows, att.qkv.weight] + ([w_agg] if w_agg is not None else [])
+    weight = torch.randn(M, DIM, dtype=torch.float64)
+    g_ref = torch.autograd.grad((weight * dense()).sum(), params)
+    g_out = torch.autograd.grad((weight * fused()).sum(), params)
+    for a, b in zip(g_out, g_ref):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)
+    if training and dropout > 0:  # dropout really acted on the fused path too
+        att.eval()
+        assert not torch.allclose(fused(), out)

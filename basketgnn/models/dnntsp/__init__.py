@@ -29,6 +29,11 @@ def _too_small_for_batchnorm(batch: GraphBatch) -> bool:
     return float(batch.row_weight.sum()) < 2
 
 
+def _init(module: DNNTSP, data: BasketData, train: Instances, config: Any) -> None:
+    if config.item_prior:
+        module.init_item_prior(data.targets(train.users, train.n_history).values, len(train))
+
+
 SPEC = ModelSpec(
     name="dnntsp",
     description="DNNTSP (Yu et al., KDD 2020): weighted GCN, temporal attention, gated scorer",
@@ -36,4 +41,5 @@ SPEC = ModelSpec(
     build=_build,
     batches=_batches,
     skip_batch=_too_small_for_batchnorm,
+    init=_init,
 )

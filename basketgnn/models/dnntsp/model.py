@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+import numpy as np
 import torch
 from pydantic import (
     ConfigDict,
@@ -87,6 +88,12 @@ class DNNTSPConfig(TrainOptions):
     neighbour_top: int = Field(
         100, ge=1, description="Neighbour-score entries kept per customer."
     )
+    item_prior: bool = Field(
+        False,
+        description="Beyond the paper: a per-item output bias, initialised to the log-odds of "
+        "each item's frequency in the training targets, so training starts from popularity "
+        "rather than from all logits at 0.",
+    )
 
     @field_validator("neighbour_weight", "neighbour_k")
     @classmethod
@@ -127,6 +134,7 @@ class DNNTSP(nn.Module):
         presence: bool = False,
         repeat_features: bool = False,
         user_context: bool = False,
+        item_prior: bool = False,
     ) -> None:
         super().__init__()
         self.num_items = num_items
@@ -138,7 +146,9 @@ class DNNTSP(nn.Module):
         )
         # Without attention, the sequence is reduced by its mean over time.
         self.aggregate = TemporalAggregation(embed_dim, aggregation if attention else "mean")
-        self.scorer = GatedScorer(num_items, embed_dim, gate, repeat_features, user_context)
+        self.scorer = GatedScorer(
+            num_items, embed_dim, gate, repeat_features, user_context, item_bias=item_prior
+        )
 
     @classmethod
     def from_config(cls, num_items: int, config: DNNTSPConfig) -> DNNTSP:
@@ -156,7 +166,14 @@ class DNNTSP(nn.Module):
             presence=config.presence,
             repeat_features=config.repeat_features,
             user_context=config.user_context,
+            item_prior=config.item_prior,
         )
+
+    def init_item_prior(self, target_items: torch.Tensor | np.ndarray, n_targets: int) -> None:
+        """Set the per-item bias to the log-odds of each item's frequency among ``n_targets``
+        training target baskets (needs item_prior). Shapes: target_items [nnz] item ids."""
+        counts = torch.bincount(torch.as_tensor(target_items, dtype=torch.int64), minlength=self.num_items)
+        self.scorer.set_item_prior(counts.double() / max(n_targets, 1))
 
     def row_features(self, batch: GraphBatch) -> torch.Tensor:
         """GCN output of every distinct row (see graph.cooccurrence). Shapes: -> [R, d]."""
@@ -165,7 +182,9 @@ class DNNTSP(nn.Module):
         if self.presence is not None:
             x = x + batch.row_present.unsqueeze(1).to(x.dtype) * self.presence
         if self.gcn is not None:
-            return self.gcn(batch.graph, x, batch.row_weight)
+            graph = batch.adjacency if batch.adjacency is not None else batch.graph
+            assert graph is not None
+            return self.gcn(graph, x, batch.row_weight)
         # Static embeddings, zero where the item is not in the basket, so the sequence
         # still shows when the item was bought.
         return x * batch.row_present.unsqueeze(1).to(x.dtype)
@@ -181,6 +200,12 @@ class DNNTSP(nn.Module):
             z = self.embedding.weight.new_zeros(0, self.embedding.embedding_dim)
             return self.score_nodes(batch, z)
         rows = self.row_features(batch)  # [R, d]
+        if self.attention is not None and self.aggregate.mode in ("learned", "last"):
+            # Attention and readout in one: never builds the [M, T, d] sequences.
+            z = self.attention.forward_aggregated(
+                rows, batch.attention, len(batch.node_item), batch.node_len, self.aggregate.w_agg
+            )  # [M, d]
+            return self.score_nodes(batch, z)  # [B, I]
         if self.attention is not None:
             seq = self.attention.forward_rows(
                 rows, batch.attention, len(batch.node_item), batch.max_len
