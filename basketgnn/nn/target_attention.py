@@ -1,0 +1,83 @@
+"""DIN's target attention: the activation unit (Zhou et al., KDD 2018, §4.3, Fig. 2).
+
+For a user's history vectors h_1 .. h_T and a target (candidate) item vector t:
+
+    a(h_j, t) = MLP([h_j, t, h_j - t, h_j ⊙ t])          (a scalar, one per history step)
+    v_u(t)    = Σ_{j real} a(h_j, t) · h_j
+
+The MLP is Linear(4d, k_1), act, ..., Linear(k_m, 1), act = Dice or PReLU. As published the
+weights a are NOT normalised by a softmax over j, so v_u(t) keeps the intensity of the user's
+interest (a history with many steps relevant to t gives a larger vector). Padding steps get
+weight 0.
+
+Every user is paired with every target, so the MLP runs on [B, C, T, 4d]; callers scoring the
+whole catalogue pass it in chunks of targets (see :func:`chunk_size`).
+
+Shapes: history [B, T, d], mask [B, T] bool (True = real), targets [C, d]
+-> pooled [B, C, d], weights [B, C, T].
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import torch
+from torch import nn
+
+from basketgnn.nn.dice import Dice, PReLU
+
+
+def activation_layer(name: Literal["dice", "prelu"], width: int) -> nn.Module:
+    """Dice (with per-feature statistics) or PReLU (one slope per feature)."""
+    if name == "dice":
+        return Dice(width)
+    if name == "prelu":
+        return PReLU(width)
+    raise ValueError(f"activation must be dice or prelu, got {name!r}")
+
+
+def mlp(sizes: Sequence[int], activation: Literal["dice", "prelu"]) -> nn.Sequential:
+    """Linear layers sizes[0] -> sizes[1] -> ... with the activation after every hidden layer
+    (none after the last)."""
+    layers: list[nn.Module] = []
+    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+        layers.append(nn.Linear(a, b))
+        if i < len(sizes) - 2:
+            layers.append(activation_layer(activation, b))
+    return nn.Sequential(*layers)
+
+
+def chunk_size(batch: int, steps: int, dim: int, max_elements: int) -> int:
+    """Targets per chunk so that one chunk's MLP input [batch, C, steps, 4 dim] holds at most
+    ``max_elements`` numbers (at least one target)."""
+    return max(1, max_elements // max(1, batch * steps * 4 * dim))
+
+
+class TargetAttention(nn.Module):
+    """Args:
+    dim: size d of history and target vectors.
+    hidden: hidden sizes of the activation unit's MLP (DIN's code: one layer of 36).
+    activation: "dice" or "prelu".
+
+    Shapes: see the module docstring.
+    """
+
+    def __init__(self, dim: int, hidden: Sequence[int] = (36,), activation: Literal["dice", "prelu"] = "prelu") -> None:
+        super().__init__()
+        self.unit = mlp([4 * dim, *hidden, 1], activation)
+
+    def weights(self, history: torch.Tensor, mask: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """a(h_j, t) for every user, target and step; 0 at padding. Shape [B, C, T]."""
+        B, T, d = history.shape
+        C = targets.shape[0]
+        h = history.unsqueeze(1).expand(B, C, T, d)  # [B, C, T, d]
+        t = targets[None, :, None, :].expand(B, C, T, d)  # [B, C, T, d]
+        a = self.unit(torch.cat([h, t, h - t, h * t], dim=-1)).squeeze(-1)  # [B, C, T]
+        return a * mask.unsqueeze(1).to(a.dtype)
+
+    def forward(
+        self, history: torch.Tensor, mask: torch.Tensor, targets: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        a = self.weights(history, mask, targets)  # [B, C, T]
+        return torch.einsum("bct,btd->bcd", a, history), a
