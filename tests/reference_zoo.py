@@ -89,3 +89,41 @@ def target_attention(unit: TargetAttention, history: torch.Tensor, target: torch
     -> (Σ_j a_j h_j [d], a [T])."""
     a = torch.stack([mlp(unit.unit, torch.cat([h, target, h - target, h * target]))[0] for h in history])
     return sum(a[j] * history[j] for j in range(len(history))), a
+
+
+def sasrec_scores(model, baskets: list[list[int]]) -> torch.Tensor:
+    """SASRec (no dropout) for one user's history baskets -> scores [I] (and every state [T, d])."""
+    E = model.items.weight
+    x = torch.stack([basket_mean(E, b) + model.positions.weight[t] for t, b in enumerate(baskets)])
+    for block in model.blocks:
+        x = transformer_block(block, x)
+    states = layer_norm(x, model.norm)
+    return states[-1] @ E[1:].T, states
+
+
+def bert4rec_logits(model, baskets: list[list[int]], masked: list[bool]) -> torch.Tensor:
+    """BERT4Rec (no dropout) for one user's steps (history baskets, then [] for the appended
+    step); ``masked[t]`` replaces step t by the mask vector -> logits of every step [T, I]."""
+    E = model.items.weight
+    steps = [
+        (model.mask_vector if m else basket_mean(E, b)) + model.positions.weight[t]
+        for t, (b, m) in enumerate(zip(baskets, masked))
+    ]
+    x = layer_norm(torch.stack(steps), model.input_norm)
+    for block in model.blocks:
+        x = transformer_block(block, x)
+    return gelu(linear(x, model.head)) @ E[1:].T + model.item_bias
+
+
+def din_scores(model, baskets: list[list[int]]) -> torch.Tensor:
+    """DIN (eval mode) for one user's history baskets -> scores [I], item by item."""
+    E = model.items.weight
+    if model.history_kind == "baskets":
+        history = torch.stack([basket_mean(E, b) for b in baskets])
+    else:
+        history = torch.stack([E[i + 1] for b in baskets for i in b])
+    scores = []
+    for i in range(model.n_items):
+        pooled, _ = target_attention(model.attention, history, E[i + 1])
+        scores.append(mlp(model.scorer, torch.cat([pooled, E[i + 1]]))[0])
+    return torch.stack(scores)

@@ -69,7 +69,7 @@ class BERT4Rec(nn.Module):
         super().__init__()
         self.n_items, self.max_len, self.mask_prob = n_items, max_len, mask_prob
         self.items = nn.Embedding(n_items + 1, dim, padding_idx=0)
-        self.mask_vector = nn.Parameter(torch.randn(dim) * dim**-0.5)
+        self.mask_vector = nn.Parameter(torch.randn(dim))  # N(0, 1), like the item embeddings
         self.positions = nn.Embedding(max_len + 1, dim)
         self.pool = MeanBasketPooling()
         self.input_norm = nn.LayerNorm(dim)
@@ -80,9 +80,6 @@ class BERT4Rec(nn.Module):
         )
         self.head = nn.Linear(dim, dim)
         self.item_bias = nn.Parameter(torch.zeros(n_items))
-        nn.init.normal_(self.items.weight, std=dim**-0.5)
-        with torch.no_grad():
-            self.items.weight[0].zero_()
         self.cloze: ClozeOutput | None = None
 
     def encode(self, items: torch.Tensor, step_mask: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:

@@ -43,9 +43,6 @@ class SASRec(nn.Module):
             for _ in range(blocks)
         )
         self.norm = nn.LayerNorm(dim)
-        nn.init.normal_(self.items.weight, std=dim**-0.5)
-        with torch.no_grad():
-            self.items.weight[0].zero_()
 
     def states(self, items: torch.Tensor, basket_mask: torch.Tensor) -> torch.Tensor:
         """Every step's output F_t. Shapes: items [B, T, L], basket_mask [B, T] -> [B, T, d]."""
