@@ -75,6 +75,11 @@ class DNNTSPConfig(BaseModel):
         description="Beyond the paper: rank items outside the history per customer too, from "
         "the mean of the customer's item vectors.",
     )
+    explore_attention: bool = Field(
+        False,
+        description="Beyond the paper: rank items outside the history per customer with DIN's "
+        "target attention over the customer's item vectors.",
+    )
     neighbour_weight: float | Literal["auto"] = Field(
         "auto",
         description="Beyond the paper: rank items by sigmoid(score) + neighbour_weight * n, n in "
@@ -156,6 +161,7 @@ class DNNTSP(nn.Module):
         presence: bool = False,
         repeat_features: bool = False,
         user_context: bool = False,
+        explore_attention: bool = False,
     ) -> None:
         super().__init__()
         self.num_items = num_items
@@ -167,7 +173,7 @@ class DNNTSP(nn.Module):
         )
         # Without attention, the sequence is reduced by its mean over time.
         self.aggregate = TemporalAggregation(embed_dim, aggregation if attention else "mean")
-        self.scorer = GatedScorer(num_items, embed_dim, gate, repeat_features, user_context)
+        self.scorer = GatedScorer(num_items, embed_dim, gate, repeat_features, user_context, explore_attention)
         # Not weights: set after training when neighbour scores join the ranking
         # (models.neighbours, train.trainer.choose_neighbours) and kept in the checkpoint.
         self.neighbour_pool: NeighbourPool | None = None
@@ -189,6 +195,7 @@ class DNNTSP(nn.Module):
             presence=config.presence,
             repeat_features=config.repeat_features,
             user_context=config.user_context,
+            explore_attention=config.explore_attention,
         )
 
     def row_features(self, batch: GraphBatch) -> torch.Tensor:

@@ -81,3 +81,24 @@ class TargetAttention(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         a = self.weights(history, mask, targets)  # [B, C, T]
         return torch.einsum("bct,btd->bcd", a, history), a
+
+
+def pad_segments(values: torch.Tensor, segment: torch.Tensor, n_segments: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Group rows by segment into a left-aligned padded tensor (rows keep their order).
+
+    Example: segment [1, 0, 1], n_segments 2 -> row 1 at [0, 0]; rows 0 and 2 at [1, 0], [1, 1].
+
+    Shapes: values [M, d], segment [M] -> padded [n_segments, N, d] (N = largest segment),
+    mask [n_segments, N] bool (True = real row).
+    """
+    M = len(segment)
+    counts = torch.bincount(segment, minlength=n_segments)  # [n]
+    order = torch.argsort(segment, stable=True)  # rows by segment, original order kept inside
+    starts = counts.cumsum(0) - counts  # [n]
+    pos = torch.empty_like(segment)
+    pos[order] = torch.arange(M, device=segment.device) - starts[segment[order]]
+    N = int(counts.max()) if M else 0
+    padded = values.new_zeros(n_segments, N, values.shape[1]).index_put((segment, pos), values)
+    mask = torch.zeros(n_segments, N, dtype=torch.bool, device=values.device)
+    mask[segment, pos] = True
+    return padded, mask

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from basketgnn.nn.dice import Dice, PReLU
-from basketgnn.nn.target_attention import TargetAttention, chunk_size
+from basketgnn.nn.target_attention import TargetAttention, chunk_size, pad_segments
 from tests.reference_zoo import target_attention
 
 
@@ -99,3 +99,10 @@ def test_prelu_on_last_dimension():
 def test_chunk_size_bounds_the_attention_input():
     assert chunk_size(batch=2, steps=5, dim=4, max_elements=400) == 400 // (2 * 5 * 16)
     assert chunk_size(batch=64, steps=20, dim=32, max_elements=10) == 1  # at least one target
+
+
+def test_pad_segments_docstring_example():
+    values = torch.tensor([[1.0], [2.0], [3.0]])
+    padded, mask = pad_segments(values, torch.tensor([1, 0, 1]), 3)
+    assert padded.tolist() == [[[2.0], [0.0]], [[1.0], [3.0]], [[0.0], [0.0]]]
+    assert mask.tolist() == [[True, False], [True, True], [False, False]]
