@@ -10,8 +10,10 @@ weights a are NOT normalised by a softmax over j, so v_u(t) keeps the intensity 
 interest (a history with many steps relevant to t gives a larger vector). Padding steps get
 weight 0.
 
-Every user is paired with every target, so the MLP runs on [B, C, T, 4d]; callers scoring the
-whole catalogue pass it in chunks of targets (see :func:`chunk_size`).
+Every user is paired with every target, so the MLP runs on [B, C, T, ·]; callers scoring the
+whole catalogue pass it in chunks of targets (see :func:`chunk_size`). The first layer is one
+matrix product per chunk (see :meth:`TargetAttention.weights`); the dense concatenation is the
+reference in tests/reference_zoo.py.
 
 Shapes: history [B, T, d], mask [B, T] bool (True = real), targets [C, d]
 -> pooled [B, C, d], weights [B, C, T].
@@ -68,12 +70,26 @@ class TargetAttention(nn.Module):
         self.unit = mlp([4 * dim, *hidden, 1], activation)
 
     def weights(self, history: torch.Tensor, mask: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """a(h_j, t) for every user, target and step; 0 at padding. Shape [B, C, T]."""
+        """a(h_j, t) for every user, target and step; 0 at padding. Shape [B, C, T].
+
+        The unit's first layer is linear, so [B, C, T, 4d] is never built. With W = [W_h, W_t,
+        W_d, W_p] split by input block:
+
+            W [h, t, h - t, h ⊙ t] + b = (W_h + W_d + W_p diag(t)) h + ((W_t - W_d) t + b)
+
+        i.e. one matrix M_t [k, d] per target, and all (user-step, target) pairs are a single
+        matrix product [B·T, d] x [d, C·k].
+        """
         B, T, d = history.shape
         C = targets.shape[0]
-        h = history.unsqueeze(1).expand(B, C, T, d)  # [B, C, T, d]
-        t = targets[None, :, None, :].expand(B, C, T, d)  # [B, C, T, d]
-        a = self.unit(torch.cat([h, t, h - t, h * t], dim=-1)).squeeze(-1)  # [B, C, T]
+        first = self.unit[0]
+        assert isinstance(first, nn.Linear)
+        w_h, w_t, w_d, w_p = first.weight.split(d, dim=1)  # [k, d] each
+        k = first.out_features
+        per_target = (w_h + w_d).unsqueeze(0) + w_p.unsqueeze(0) * targets.unsqueeze(1)  # [C, k, d]
+        hidden = (history.reshape(B * T, d) @ per_target.reshape(C * k, d).T).view(B, T, C, k)
+        hidden = hidden + (targets @ (w_t - w_d).T + first.bias).view(1, 1, C, k)  # [B, T, C, k]
+        a = self.unit[1:](hidden).squeeze(-1).transpose(1, 2)  # [B, C, T]
         return a * mask.unsqueeze(1).to(a.dtype)
 
     def forward(

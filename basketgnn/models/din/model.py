@@ -7,12 +7,12 @@ embedding with ``history="items"``) and every catalogue item t with embedding E_
                                                                           not softmax-normalised)
     y_t    = MLP([v_u(t), E_t])                                           (200 -> 80 -> 1, Dice or PReLU)
 
-DIN ranks candidate ads; here every catalogue item is a candidate, so the network runs on
-[B, I, T, 4d]. It runs in chunks of C catalogue items with B · C · T · 4d <= max_chunk_elements
-(default 2^22 numbers, 16 MiB in float32, for the attention input; the unit's hidden layer adds
-36 / (4d) of that). At inference only one chunk is alive at a time; in training autograd keeps
-every chunk's activations for the backward pass, so training memory grows with the catalogue
-(about B · I · T · (4d + 2 · 36) numbers).
+DIN ranks candidate ads; here every catalogue item is a candidate, so the activation unit runs
+for every (user, history step, item). It runs in chunks of C catalogue items with
+B · C · T · 4d <= max_chunk_elements (default 2^22); inside a chunk the unit's first layer is one
+matrix product (nn/target_attention.py), so the largest tensor is [B, T, C, 36]. At inference
+one chunk is alive at a time; in training autograd keeps every chunk's activations for the
+backward pass, so training memory grows with the catalogue (about B · I · T · 3 · 36 numbers).
 
 Shapes: batch.items [B, T, L], batch.basket_mask [B, T] -> scores [B, I].
 """
@@ -66,8 +66,12 @@ class DIN(nn.Module):
     def score(self, h: torch.Tensor, mask: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Scores of the targets. Shapes: h [B, T, d], mask [B, T], targets [C, d] -> [B, C]."""
         pooled, _ = self.attention(h, mask, targets)  # [B, C, d]
-        t = targets.unsqueeze(0).expand_as(pooled)  # [B, C, d]
-        return self.scorer(torch.cat([pooled, t], dim=-1)).squeeze(-1)
+        # First layer of the MLP over [v, t] = W_v v + (W_t t + b): the target half once per item.
+        first = self.scorer[0]
+        assert isinstance(first, nn.Linear)
+        w_v, w_t = first.weight.split(h.shape[2], dim=1)
+        hidden = pooled @ w_v.T + (targets @ w_t.T + first.bias).unsqueeze(0)  # [B, C, k]
+        return self.scorer[1:](hidden).squeeze(-1)
 
     def forward(self, batch: SequenceBatch) -> torch.Tensor:
         h, mask = self.history(batch)
