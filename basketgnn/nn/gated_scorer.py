@@ -15,6 +15,11 @@ training to the log-odds of the item's frequency in the training targets (:meth:
 set_item_prior`), so training starts from popularity instead of all logits at 0 (with thousands
 of items that start costs tens of epochs of shrinking every logit).
 
+Optionally (beyond the paper) items outside a user's history get DIN's target attention over
+the user's item vectors (nn/target_attention.py): y_i += w_x . Σ_{j ∈ V_u} a(z_{u,j}, E_i) z_{u,j}
+for i not in V_u, with w_x [d] initialised to 0. This one is [B, I, |V_u|, 4d] work, run in
+chunks of items (EXPLORE_CHUNK_ELEMENTS numbers of attention input per chunk).
+
 Because the scorer is linear this equals a base score shared by the batch plus a correction on
 each user's own nodes, so no [batch, items, d] tensor is ever built:
 
@@ -26,7 +31,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from basketgnn.nn.target_attention import TargetAttention, chunk_size, pad_segments
+
 REPEAT_FEATURES = 4
+EXPLORE_CHUNK_ELEMENTS = 1 << 22
 
 
 def repeat_features(
@@ -52,6 +60,8 @@ class GatedScorer(nn.Module):
         repeat_features: add the learned repeat-feature term (beyond the paper).
         user_context: add the user-context term for every item (beyond the paper).
         item_bias: add a per-item output bias b_i (beyond the paper; 0 until set_item_prior).
+        explore_attention: add DIN's target-attention term for items outside the history
+            (beyond the paper).
 
     Shapes: embedding E [I, d]; z [M, d] per user-node; node_item [M]; node_user [M];
     node_features [M, 4] (with repeat_features) -> scores [B, I].
@@ -65,6 +75,7 @@ class GatedScorer(nn.Module):
         repeat_features: bool = False,
         user_context: bool = False,
         item_bias: bool = False,
+        explore_attention: bool = False,
     ) -> None:
         super().__init__()
         if gate not in ("learned", "fixed", "off"):
@@ -75,6 +86,8 @@ class GatedScorer(nn.Module):
         self.repeat = nn.Parameter(torch.zeros(REPEAT_FEATURES)) if repeat_features else None
         self.context = nn.Parameter(torch.zeros(dim, dim)) if user_context else None
         self.item_bias = nn.Parameter(torch.zeros(num_items)) if item_bias else None
+        self.explore = TargetAttention(dim) if explore_attention else None
+        self.explore_out = nn.Parameter(torch.zeros(dim)) if explore_attention else None
 
     @torch.no_grad()
     def set_item_prior(self, frequency: torch.Tensor, smoothing: float = 1e-4) -> None:
@@ -121,4 +134,20 @@ class GatedScorer(nn.Module):
             n = torch.bincount(node_user, minlength=batch_size).clamp(min=1).to(z.dtype)
             h = h / n.unsqueeze(1)  # [B, d] mean over the user's own items
             scores = scores + (h @ self.context) @ embedding.T  # [B, I]
+        if self.explore is not None:
+            scores = scores + self.explore_scores(embedding, z, node_item, node_user, batch_size)
         return scores
+
+    def explore_scores(
+        self, embedding: torch.Tensor, z: torch.Tensor, node_item: torch.Tensor, node_user: torch.Tensor, batch_size: int
+    ) -> torch.Tensor:
+        """w_x . v_u(i) for items outside each user's history, 0 on the user's own items.
+        Shapes: embedding [I, d], z [M, d] -> [B, I]."""
+        assert self.explore is not None and self.explore_out is not None
+        history, mask = pad_segments(z, node_user, batch_size)  # [B, N, d], [B, N]
+        C = chunk_size(batch_size, history.shape[1], z.shape[1], EXPLORE_CHUNK_ELEMENTS)
+        term = torch.cat(
+            [self.explore(history, mask, embedding[s : s + C])[0] @ self.explore_out for s in range(0, len(embedding), C)],
+            dim=1,
+        )  # [B, I]
+        return term.index_put((node_user, node_item), term.new_zeros(len(node_item)))

@@ -75,6 +75,11 @@ class DNNTSPConfig(TrainOptions):
         description="Beyond the paper: rank items outside the history per customer too, from "
         "the mean of the customer's item vectors.",
     )
+    explore_attention: bool = Field(
+        False,
+        description="Beyond the paper: rank items outside the history per customer with DIN's "
+        "target attention over the customer's item vectors.",
+    )
     neighbour_weight: float | Literal["auto"] = Field(
         "auto",
         description="Beyond the paper: rank items by sigmoid(score) + neighbour_weight * n, n in "
@@ -135,6 +140,7 @@ class DNNTSP(nn.Module):
         repeat_features: bool = False,
         user_context: bool = False,
         item_prior: bool = False,
+        explore_attention: bool = False,
     ) -> None:
         super().__init__()
         self.num_items = num_items
@@ -147,7 +153,8 @@ class DNNTSP(nn.Module):
         # Without attention, the sequence is reduced by its mean over time.
         self.aggregate = TemporalAggregation(embed_dim, aggregation if attention else "mean")
         self.scorer = GatedScorer(
-            num_items, embed_dim, gate, repeat_features, user_context, item_bias=item_prior
+            num_items, embed_dim, gate, repeat_features, user_context,
+            item_bias=item_prior, explore_attention=explore_attention,
         )
 
     @classmethod
@@ -167,6 +174,7 @@ class DNNTSP(nn.Module):
             repeat_features=config.repeat_features,
             user_context=config.user_context,
             item_prior=config.item_prior,
+            explore_attention=config.explore_attention,
         )
 
     def init_item_prior(self, target_items: torch.Tensor | np.ndarray, n_targets: int) -> None:

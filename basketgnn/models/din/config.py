@@ -1,0 +1,24 @@
+"""DIN's options (beside the engine's training options)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from basketgnn.models.sequential import SequenceOptions
+
+
+class DINConfig(SequenceOptions):
+    """Layer sizes of the paper's Fig. 2 (activation unit 36, MLP 200-80)."""
+
+    dim: int = Field(32, ge=1, description="Item embedding size d.")
+    attention_hidden: list[int] = Field([36], description="Hidden sizes of the activation unit's MLP.")
+    hidden: list[int] = Field([200, 80], description="Hidden sizes of the scoring MLP over [v_u(t), t].")
+    activation: Literal["prelu", "dice"] = Field("prelu", description="Activation of both MLPs: PReLU or Dice.")
+    history: Literal["baskets", "items"] = Field(
+        "baskets", description="Attend over pooled basket embeddings (cheap) or every history item."
+    )
+    max_chunk_elements: int = Field(
+        1 << 22, ge=1, description="Catalogue chunk size bound: numbers in one chunk's [B, C, T, 4d] attention input."
+    )
