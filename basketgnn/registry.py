@@ -31,9 +31,9 @@ BASELINES: dict[str, tuple[str, str]] = {
 #: name -> (package exposing SPEC, description). Trained by the engine (basketgnn.engine).
 NEURAL: dict[str, tuple[str, str]] = {
     "dnntsp": ("basketgnn.models.dnntsp", "DNNTSP (Yu et al., KDD 2020): weighted GCN, temporal attention, gated scorer"),
-    "sasrec": ("basketgnn.models.sasrec", "SASRec (Kang & McAuley 2018): causal self-attention over the basket sequence"),
-    "bert4rec": ("basketgnn.models.bert4rec", "BERT4Rec (Sun et al. 2019): bidirectional self-attention, Cloze training"),
-    "din": ("basketgnn.models.din", "DIN (Zhou et al. 2018): target attention of every item over the history"),
+    "sasrec": ("basketgnn.models.sasrec", "SASRec: causal self-attention over the basket sequence (Kang & McAuley 2018)"),
+    "bert4rec": ("basketgnn.models.bert4rec", "BERT4Rec: bidirectional self-attention with Cloze training (Sun et al. 2019)"),
+    "din": ("basketgnn.models.din", "DIN: target attention of every item over the history (Zhou et al. 2018)"),
 }
 
 DEFAULT_MODEL = "dnntsp"
