@@ -342,6 +342,8 @@ def train(
 
 def _neighbour_line(choice: dict[str, Any]) -> str:
     """What validation chose for the neighbour scores (train.trainer.choose_neighbours)."""
+    if choice.get("kind") == "tifu-fusion":
+        return str(choice["description"])
     if choice["weight"] > 0:
         return f"neighbour scores: weight {choice['weight']} with {choice['k']} neighbours"
     return "neighbour scores: off (weight 0 ranked best on the validation customers)"

@@ -13,7 +13,7 @@ Data flow for a batch (R distinct rows, M user-nodes, B users, T = longest histo
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 from pydantic import (
@@ -34,6 +34,7 @@ from basketgnn.nn.weighted_gcn import WeightedGCN
 
 if TYPE_CHECKING:
     from basketgnn.models.neighbours import NeighbourPool
+    from basketgnn.scoring.fusion import ScoreFusion
 
 
 class DNNTSPConfig(BaseModel):
@@ -74,6 +75,15 @@ class DNNTSPConfig(BaseModel):
         False,
         description="Beyond the paper: rank items outside the history per customer too, from "
         "the mean of the customer's item vectors.",
+    )
+    fusion: Literal["tifu", "neighbours", "off"] = Field(
+        "tifu",
+        description="Beyond the paper: after training, rank by (1 - w) * sigmoid(score) + w * "
+        "TIFU-KNN's whole score (scaled to [0, 1]), TIFU tuned and w chosen on the validation "
+        "customers from 0 (model alone) to 1 (TIFU-KNN alone) (tifu; basketgnn.scoring.fusion); "
+        "the older neighbour-mean term (neighbours: see neighbour_weight); or the model alone "
+        "(off). A config that sets neighbour_weight or neighbour_k but not fusion means "
+        "neighbours (off when neighbour_weight is 0), as before.",
     )
     neighbour_weight: float | Literal["auto"] = Field(
         "auto",
@@ -125,6 +135,17 @@ class DNNTSPConfig(BaseModel):
             raise ValueError(f"must be 'auto' or a number >= {lowest}")
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_neighbour_options(cls, values: Any) -> Any:
+        # Configs from before `fusion` meant the neighbour term when they set its options.
+        if not isinstance(values, dict) or "fusion" in values:
+            return values
+        weight, k = values.get("neighbour_weight", "auto"), values.get("neighbour_k", "auto")
+        if weight != "auto" or k != "auto":
+            values = {**values, "fusion": "off" if weight == 0 else "neighbours"}
+        return values
+
     @model_validator(mode="after")
     def _heads_divide_embedding(self) -> DNNTSPConfig:
         if self.attention and self.head_merge == "concat" and self.embed_dim % self.heads:
@@ -172,6 +193,7 @@ class DNNTSP(nn.Module):
         # (models.neighbours, train.trainer.choose_neighbours) and kept in the checkpoint.
         self.neighbour_pool: NeighbourPool | None = None
         self.neighbour_weight = 0.0
+        self.fusion: ScoreFusion | None = None  # scoring.fusion (config fusion: tifu)
 
     @classmethod
     def from_config(cls, num_items: int, config: DNNTSPConfig) -> DNNTSP:

@@ -63,8 +63,9 @@ class DNNTSPRecommender:
         return self
 
     def score(self, data: BasketData, instances: Instances) -> np.ndarray:
-        """Ranking scores [len(instances), I] (see ``score_graphs``). Neighbour search never
-        uses an instance's own customer id (``data.user_ids``) as a neighbour."""
+        """Ranking scores [len(instances), I]: the model's logits (``score_graphs``), fused
+        with TIFU-KNN (``scoring.fusion``) or neighbour scores when training chose so. The
+        neighbour search never uses an instance's own customer id (``data.user_ids``)."""
         if self.model is None:
             raise RuntimeError("score() before fit() or from_checkpoint()")
         if data.n_items != self.model.num_items:
@@ -73,6 +74,15 @@ class DNNTSPRecommender:
                 "align the data to the model's catalogue first (BasketData.aligned_to)"
             )
         device = setup_torch(self.config)
+        fusion = self.model.fusion
+        if fusion is not None and fusion.weight > 0:
+            # The TIFU neighbour search runs beside the model's scoring, as below.
+            with ThreadPoolExecutor(max_workers=1) as fusion_thread:
+                search = fusion_thread.submit(fusion.prepare, data, instances)
+                graphs = build_user_graphs(data, instances, with_targets=False)
+                logits = score_graphs(self.model, graphs, device)
+                tifu = search.result()
+            return fusion.apply(logits, data, instances, tifu)
         pool = self.model.neighbour_pool
         if pool is None:
             graphs = build_user_graphs(data, instances, with_targets=False)
@@ -94,4 +104,6 @@ class DNNTSPRecommender:
             pool = self.model.neighbour_pool  # None: neighbour_weight stays 0
             p.update(neighbour_weight_used=self.model.neighbour_weight,
                      neighbour_k_used=pool.k if pool is not None else None)
+            if self.model.fusion is not None:
+                p.update(fusion_used=self.model.fusion.summary())
         return p

@@ -1,5 +1,6 @@
 """A checkpoint is one file: weights, config, the item id mapping, validation metrics and, for
-models with neighbour scores, the training customers' neighbour pool."""
+models fused with TIFU-KNN (``fusion``) or with neighbour scores (``neighbours``), the chosen
+weight and the training customers' pool."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from basketgnn.errors import UserError
 from basketgnn.io_utils import atomic_path
 from basketgnn.models.dnntsp import DNNTSP, DNNTSPConfig
 from basketgnn.models.neighbours import NeighbourPool
+from basketgnn.scoring.fusion import ScoreFusion
 
 CHECKPOINT_FORMAT = "basketgnn-dnntsp-checkpoint/1"
 
@@ -38,6 +40,8 @@ def save_checkpoint(
     pool = model.neighbour_pool
     if pool is not None:
         state["neighbours"] = {**pool.state(), "weight": float(model.neighbour_weight)}
+    if model.fusion is not None:
+        state["fusion"] = model.fusion.state()
     with atomic_path(path) as tmp:
         torch.save(state, tmp)
 
@@ -62,15 +66,17 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[DNNTSP, DNNT
         config = DNNTSPConfig(**state["config"]).model_copy(update={"device": device})
         model = DNNTSP.from_config(state["num_items"], config)
         model.load_state_dict(state["state_dict"])
-        if config.neighbour_weight != 0 and "neighbour_choice" not in state:
+        if config.fusion != "off" and "neighbour_choice" not in state:
             warnings.warn(
-                f"{path}: the run stopped before choosing its neighbour weight; this checkpoint "
-                "ranks without neighbour scores. Rerun the same `basketgnn train` to finish it.",
+                f"{path}: the run stopped before choosing its fusion / neighbour weight; this "
+                "checkpoint ranks by the model alone. Rerun the same `basketgnn train` to finish it.",
                 stacklevel=2,
             )
         if state.get("neighbours") is not None:
             model.neighbour_pool = NeighbourPool.from_state(state["neighbours"])
             model.neighbour_weight = float(state["neighbours"]["weight"])
+        if state.get("fusion") is not None:
+            model.fusion = ScoreFusion.from_state(state["fusion"])
     except Exception as e:  # noqa: BLE001 - a checkpoint of another version or model
         raise UserError(
             f"{path}: written by an incompatible basketgnn version ({type(e).__name__}); "

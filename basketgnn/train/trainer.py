@@ -36,6 +36,7 @@ from basketgnn.io_utils import atomic_path, write_text
 from basketgnn.metrics import KS, ranking_metrics, top_k
 from basketgnn.models.dnntsp import DNNTSP, DNNTSPConfig
 from basketgnn.models.neighbours import NeighbourPool, NeighbourScores, fuse_neighbours
+from basketgnn.scoring.fusion import choose_fusion, fusion_choice
 from basketgnn.train.checkpoint import save_checkpoint
 from basketgnn.train.losses import compute_loss, multi_hot
 
@@ -264,7 +265,9 @@ def choose_neighbours(
     config: DNNTSPConfig,
     device: torch.device,
 ) -> dict[str, Any] | None:
-    """Pick the neighbour weight and k on the validation customers (models.neighbours).
+    """Pick the neighbour weight and k on the validation customers (models.neighbours); with
+    ``fusion: tifu`` (the default) the fusion with TIFU-KNN (scoring.fusion.choose_fusion),
+    kept on ``model.fusion`` and summarised by ``scoring.fusion.fusion_choice``.
 
     Every (k, weight) of the grid re-ranks the trained model's validation scores; the winner
     has the best mean of recall, NDCG and PHR at 10 and 20 (ties: the smaller weight, then
@@ -272,8 +275,15 @@ def choose_neighbours(
     winning weight is above 0. Returns the choice and every grid point's criterion, or None
     when neighbours are switched off (neighbour_weight: 0).
     """
-    if config.neighbour_weight == 0:
+    if config.fusion == "off" or (config.fusion == "neighbours" and config.neighbour_weight == 0):
         return None
+    if config.fusion == "tifu":
+        # Fusion with TIFU-KNN's whole score (scoring.fusion), chosen on validation.
+        fusion = choose_fusion(
+            score_graphs(model, val_graphs, device), data, train, validate, chunk=_FUSE_CHUNK
+        )
+        model.fusion = fusion
+        return fusion_choice(fusion)
     weights = NEIGHBOUR_WEIGHTS if config.neighbour_weight == "auto" else (float(config.neighbour_weight),)
     ks_nbr = NEIGHBOUR_KS if config.neighbour_k == "auto" else (int(config.neighbour_k),)
     logits = score_graphs(model, val_graphs, device)  # [n_val, I]
@@ -329,7 +339,7 @@ def _load_resume(path: Path, config: DNNTSPConfig, fingerprint: str) -> dict[str
         return None
     state = torch.load(path, map_location="cpu", weights_only=False)
     # Settings that do not change training: the neighbour options only act after it.
-    ignored = ("device", "threads", "epochs", "neighbour_weight", "neighbour_k", "neighbour_top")
+    ignored = ("device", "threads", "epochs", "fusion", "neighbour_weight", "neighbour_k", "neighbour_top")
     same_run = {k: v for k, v in state["config"].items() if k not in ignored}
     wanted = {k: v for k, v in config.model_dump().items() if k not in ignored}
     if same_run != wanted or state["fingerprint"] != fingerprint:

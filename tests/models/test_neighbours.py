@@ -118,7 +118,7 @@ def test_pool_survives_the_checkpoint(tmp_path):
 def test_auto_choice_is_the_best_validation_grid_point():
     data = random_data(5, n_users=80)
     sp = make_split(data, "temporal")
-    rec = DNNTSPRecommender(DNNTSPConfig(epochs=2, embed_dim=8, batch_size=16))
+    rec = DNNTSPRecommender(DNNTSPConfig(epochs=2, embed_dim=8, batch_size=16, fusion="neighbours"))
     rec.fit(data, sp["train"], sp["validate"])
     choice = rec.result.neighbours
     assert len(choice["grid"]) == len(NEIGHBOUR_WEIGHTS) * len(NEIGHBOUR_KS)
@@ -156,7 +156,7 @@ def test_no_target_basket_and_no_own_row_reaches_the_neighbour_scores():
 
 
 def test_top_entries_ties_go_to_the_lower_column():
-    from basketgnn.models.neighbours import _top_entries
+    from basketgnn.scoring.tifu import keep_top as _top_entries
 
     x = np.array([[0.5, 0.2, 0.5, 0.5, 0.1], [0.0, 0.3, 0.0, 0.0, 0.0], [1, 2, 3, 4, 5.0]])
     got = _top_entries(x, 2)
@@ -188,10 +188,13 @@ def test_rows_slice_and_chunked_choice_agree(monkeypatch):
 
     data = random_data(8, n_users=60)
     sp = make_split(data, "temporal")
-    whole = DNNTSPRecommender(DNNTSPConfig(epochs=1, embed_dim=8)).fit(data, sp["train"], sp["validate"])
-    monkeypatch.setattr(trainer, "_FUSE_CHUNK", 7)
-    chunked = DNNTSPRecommender(DNNTSPConfig(epochs=1, embed_dim=8)).fit(data, sp["train"], sp["validate"])
-    assert whole.result.neighbours["grid"] == chunked.result.neighbours["grid"]
+    for fusion in ("neighbours", "tifu"):
+        config = DNNTSPConfig(epochs=1, embed_dim=8, fusion=fusion)
+        monkeypatch.setattr(trainer, "_FUSE_CHUNK", 2048)
+        whole = DNNTSPRecommender(config).fit(data, sp["train"], sp["validate"])
+        monkeypatch.setattr(trainer, "_FUSE_CHUNK", 7)
+        chunked = DNNTSPRecommender(config).fit(data, sp["train"], sp["validate"])
+        assert whole.result.neighbours["grid"] == chunked.result.neighbours["grid"], fusion
     assert len(sp["validate"]) > 7
 
 
