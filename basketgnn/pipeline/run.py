@@ -132,7 +132,12 @@ class ModelsSpec(_Section):
 
 class RecommendSpec(_Section):
     k: int = Field(20, ge=1, description="Items recommended per customer.")
-    model: str = Field("dnntsp", description="The model that makes the recommendations.")
+    model: str = Field(
+        "dnntsp",
+        description="The model that makes the recommendations: dnntsp, a baseline, or auto (the "
+        "model with the best validation criterion, the mean of recall, NDCG and PHR at 10 and 20 "
+        "on the validation customers).",
+    )
 
 
 class ReportSpec(_Section):
@@ -218,10 +223,10 @@ def load_job(config_path: str | Path) -> Job:
     models = [b for b, _ in baselines] + (["dnntsp"] if dnntsp is not None else [])
     if not models:
         raise UserError(f"{config_path}: models: name at least one baseline or set dnntsp.")
-    if spec.recommend.model not in models:
+    if spec.recommend.model not in [*models, AUTO_MODEL]:
         raise UserError(
             f"{config_path}: recommend.model is {spec.recommend.model!r}, which this job does not "
-            f"train; choose one of {', '.join(models)}."
+            f"train; choose one of {', '.join(models)} or {AUTO_MODEL}."
         )
     return Job(
         config_path=config_path.resolve(),
@@ -474,15 +479,21 @@ class _Runner:
 
         evaluate = self.stage(
             "evaluate",
-            {"baselines": [[n, o] for n, o in job.baselines], "part": EVALUATED_PART},
+            {"baselines": [[n, o] for n, o in job.baselines], "part": EVALUATED_PART,
+             "validation": "criterion/1"},
             [split] + ([fit] if fit else []),
             lambda d: self._evaluate(d, prepare, split, fit),
         )
         records = json.loads((evaluate.dir / "results.json").read_text())
         self._show_results(records)
 
-        model = spec.recommend.model
+        model, selection = spec.recommend.model, None
+        if model == AUTO_MODEL:
+            model, selection = select_by_validation(records)
+            self.say(f"  recommend.model auto: {selection['reason']}")
         rec_settings: dict[str, Any] = {"model": model, "k": spec.recommend.k}
+        if selection is not None:
+            rec_settings["selection"] = selection
         if model == "dnntsp":
             assert fit is not None
             rec_deps = [prepare, fit]
@@ -493,7 +504,7 @@ class _Runner:
             "recommend",
             rec_settings,
             rec_deps,
-            lambda d: self._recommend(d, prepare, split, fit),
+            lambda d: self._recommend(d, prepare, split, fit, model, selection),
         )
 
         stages = [prepare, split] + ([fit] if fit else []) + [evaluate, recommend]
@@ -665,6 +676,7 @@ class _Runner:
             records.append(
                 result_record(model, source, sp, EVALUATED_PART, metrics, timing, len(test))
             )
+            records[-1]["validation"] = validation_record(model, data, sp)
             self.say(f"  {name}: fitted and evaluated in {sum(timing.values()):.1f}s")
         if fit is not None:
             # Trained in the fit_dnntsp stage: only evaluated here, with that stage's fit time.
@@ -682,6 +694,7 @@ class _Runner:
             record["params"].update(
                 best_epoch=fit.info["best_epoch"], epochs_run=fit.info["epochs_run"]
             )
+            record["validation"] = validation_record(rec, data, sp)
             records.append(record)
             self.say(f"  dnntsp: evaluated in {score_s:.1f}s")
         write_json(folder / "results.json", records)
@@ -700,12 +713,17 @@ class _Runner:
             )
 
     def _recommend(
-        self, folder: Path, prepare: _Stage, split: _Stage, fit: _Stage | None
+        self,
+        folder: Path,
+        prepare: _Stage,
+        split: _Stage,
+        fit: _Stage | None,
+        name: str,
+        selection: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         from basketgnn.recommend import recommend_all, write_recommendations
         from basketgnn.recommenders.registry import make_baseline
 
-        name = self.job.spec.recommend.model
         data = self.data(prepare)
         model: Any
         if name == "dnntsp":
@@ -720,7 +738,8 @@ class _Runner:
             write_recommendations(frame, folder / f)
         k = int(frame["rank"].max())
         self.say(f"  top-{k} by {name} for all {data.n_users:,} customers ({len(frame):,} rows)")
-        return {"model": name, "k": k, "customers": data.n_users, "rows": len(frame)}
+        info = {"model": name, "k": k, "customers": data.n_users, "rows": len(frame)}
+        return info if selection is None else {**info, "selection": selection}
 
     def _report(
         self,
@@ -758,7 +777,8 @@ class _Runner:
                 for k in ("best_epoch", "epochs_run", "best_validation", "train_seconds")
             },
             "recommendations": {
-                **{k: recommend.info[k] for k in ("model", "k", "customers", "rows")},
+                **{k: recommend.info[k] for k in ("model", "k", "customers", "rows", "selection")
+                   if k in recommend.info},
                 "files": list(RECOMMENDATION_FILES),
             },
             "timing_s": {
@@ -818,3 +838,36 @@ def _prepare_with_duckdb(
 
 def _finite(metrics: dict[str, float]) -> dict[str, float | None]:
     return {k: None if math.isnan(v) else round(float(v), 6) for k, v in metrics.items()}
+
+
+#: ``recommend.model`` value that picks the model by validation (:func:`select_by_validation`).
+AUTO_MODEL = "auto"
+
+
+def validation_record(model: Any, data: BasketData, sp: Split) -> dict[str, Any]:
+    """A fitted model's ranking metrics on the validation customers and its validation
+    criterion (``scoring.fusion.CRITERION`` at the cut-offs that fit the catalogue), the figure
+    ``recommend.model: auto`` compares."""
+    from basketgnn.evaluate import evaluate_model
+    from basketgnn.scoring.fusion import CRITERION, criterion_ks
+
+    cuts = criterion_ks(data.n_items)
+    metrics, _ = evaluate_model(model, data, sp["validate"], ks=cuts)
+    values = {f"{m}@{k}": metrics[f"{m}@{k}"] for m in CRITERION for k in cuts}
+    return {"criterion": sum(values.values()) / len(values), "metrics": values}
+
+
+def select_by_validation(records: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+    """The model whose validation criterion is best (ties: the first listed), and why.
+
+    Shapes: records of the evaluate stage, each with a ``validation`` entry.
+    """
+    scores = {r["model"]: r["validation"]["criterion"] for r in records}
+    best = max(scores, key=lambda name: scores[name])  # max keeps the first of equals
+    others = ", ".join(f"{n} {v:.4f}" for n, v in scores.items() if n != best)
+    reason = (
+        f"{best}, best validation mean of recall, NDCG and PHR at 10 and 20: "
+        f"{scores[best]:.4f}" + (f" (against {others})" if others else "")
+    )
+    return best, {"rule": "best validation criterion", "validation_criterion": scores,
+                  "reason": reason}
