@@ -35,6 +35,14 @@ from basketgnn.recommenders.registry import make_baseline
 from basketgnn.scoring.fusion import choose_fusion, fusion_choice
 from basketgnn.train.trainer import score_graphs, setup_torch
 
+#: Fusion variants beside the default (chosen on validation in the same way).
+VARIANTS: dict[str, dict] = {
+    "tifu-fusion-minmax": {"transform": "minmax"},
+    "tifu-fusion-fine": {"weights": tuple(np.round(np.arange(0, 1.0001, 0.025), 3))},
+    "tifu-fusion-tuned-alpha": {"alphas": ()},
+}
+ONLY: set[str] = set()
+TUNED: dict = {}
 CELLS = [f"{m}@{k}" for k in (10, 20) for m in ("recall", "ndcg", "phr")]
 EXTRA = [f"{m}@{k}" for k in (30, 40) for m in ("recall", "phr")]
 
@@ -68,12 +76,17 @@ def run_checkpoint(name: str, run: Path) -> None:
     t0 = time.perf_counter()
     val = split["validate"]
     logits = score_graphs(model, build_user_graphs(data, val), setup_torch(rec.config))
-    fusion = choose_fusion(logits, data, split["train"], val)
+    fusion = choose_fusion(logits, data, split["train"], val, tifu=TUNED.get(name))
     choose_s = time.perf_counter() - t0
-    model.fusion = fusion
-    choice = fusion_choice(fusion)
-    print(choice["description"])
-    record("tifu-fusion", {"choice": choice, "choose_s_untimed": round(choose_s, 1)})
+    TUNED.setdefault(name, fusion.tuned_tifu)  # the same for every seed: tune once
+    for variant, f in [("tifu-fusion", fusion), *[
+        (v, choose_fusion(logits, data, split["train"], val, tifu=TUNED[name], **kw))
+        for v, kw in VARIANTS.items() if v in ONLY
+    ]]:
+        model.fusion = f
+        choice = fusion_choice(f)
+        print(variant, choice["description"])
+        record(variant, {"choice": choice, "choose_s_untimed": round(choose_s, 1)})
 
 
 def run_baselines(name: str) -> None:
@@ -101,7 +114,7 @@ def summary() -> None:
         print(f"\n**{data}** (test users; mean ± std over seeds)\n")
         print("| model | n | " + " | ".join(CELLS + EXTRA) + " |")
         print("|---|---|" + "---|" * len(CELLS + EXTRA))
-        for variant in ("tifu-fusion", "neighbours", "model", "tifu-knn", "p-topfreq"):
+        for variant in ("tifu-fusion", *VARIANTS, "neighbours", "model", "tifu-knn", "p-topfreq"):
             rs = groups.get((data, variant))
             if not rs:
                 continue
@@ -121,7 +134,9 @@ def main() -> None:
     ap.add_argument("--runs", type=Path, nargs="*", default=[], help="training run folders (best.pt)")
     ap.add_argument("--baselines", action="store_true", help="also tuned TIFU-KNN and P-TopFreq")
     ap.add_argument("--summary", action="store_true", help="print the tables of fusion.jsonl")
+    ap.add_argument("--variants", nargs="*", default=[], help=f"also: {', '.join(VARIANTS)}")
     args = ap.parse_args()
+    ONLY.update(args.variants)
     if args.summary:
         summary()
         return

@@ -186,6 +186,8 @@ class ScoreFusion:
     scorer: TifuScorer | None
     grid: list[FusionPoint] = field(default_factory=list)
     tifu_validation: float | None = None
+    #: TIFU-KNN's parameters as tuned (or given), before the grid's choice of α.
+    tuned_tifu: TifuParams | None = None
 
     @property
     def alpha(self) -> float | None:
@@ -223,14 +225,14 @@ class ScoreFusion:
         """The choice as plain numbers (for logs, results and the CLI)."""
         best = max((g.validation_criterion for g in self.grid), default=None)
         p = self.scorer.params if self.scorer is not None else None
+        alone = self.tuned_tifu.alpha if self.tuned_tifu is not None else None  # TIFU-KNN's own α
         return {
             "weight": self.weight,
             "tifu": None if p is None else asdict(p),
             "validation_criterion": best,
             "model_alone": next((g.validation_criterion for g in self.grid if g.weight == 0), None),
             "tifu_alone": next(
-                (g.validation_criterion for g in self.grid if g.weight == 1 and p is not None and g.alpha == p.alpha),
-                None,
+                (g.validation_criterion for g in self.grid if g.weight == 1 and g.alpha == alone), None
             ),
         }
 
@@ -259,6 +261,7 @@ class ScoreFusion:
             "scorer": None if self.scorer is None else self.scorer.state(),
             "grid": [asdict(g) for g in self.grid],
             "tifu_validation": self.tifu_validation,
+            "tuned_tifu": None if self.tuned_tifu is None else asdict(self.tuned_tifu),
         }
 
     @classmethod
@@ -269,6 +272,7 @@ class ScoreFusion:
         return cls(
             float(state["weight"]), state["transform"], scorer,
             [FusionPoint(**g) for g in state["grid"]], state["tifu_validation"],
+            None if state.get("tuned_tifu") is None else TifuParams(**state["tuned_tifu"]),
         )
 
 
@@ -334,10 +338,10 @@ def choose_fusion(
     # Ties: the smaller weight, then TIFU's own α (listed first).
     best = max(grid, key=lambda g: (g.validation_criterion, -g.weight, -alpha_list.index(g.alpha)))
     if best.weight == 0:
-        return ScoreFusion(0.0, transform, None, grid, tifu_validation)
+        return ScoreFusion(0.0, transform, None, grid, tifu_validation, tifu)
     chosen = TifuParams(tifu.k, tifu.m, tifu.r_b, tifu.r_g, best.alpha)
     scorer = TifuScorer(scorer.vectors, scorer.customer_ids, chosen, top)
-    return ScoreFusion(best.weight, transform, scorer, grid, tifu_validation)
+    return ScoreFusion(best.weight, transform, scorer, grid, tifu_validation, tifu)
 
 
 def fusion_choice(fusion: ScoreFusion) -> dict[str, Any]:

@@ -119,6 +119,8 @@ def test_choice_includes_both_ends_and_is_at_least_as_good_as_either():
     best = max(g.validation_criterion for g in fusion.grid)
     assert best >= max(tifu_alone.validation_criterion, model_alone.validation_criterion)
     assert fusion.weight > 0 and fusion.summary()["validation_criterion"] == best
+    assert fusion.summary()["tifu_alone"] == tifu_alone.validation_criterion
+    assert fusion.summary()["model_alone"] == model_alone.validation_criterion
     # The chosen fusion ranks validation as the grid said.
     got = validation_criterion(top_k(fusion.apply(noise, data, val), 20), data, val)
     assert got == pytest.approx(best, abs=1e-6)
