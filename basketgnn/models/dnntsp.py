@@ -138,8 +138,12 @@ class DNNTSPConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _legacy_neighbour_options(cls, values: Any) -> Any:
+        if not isinstance(values, dict):
+            return values
+        if values.get("fusion") is False:  # YAML reads a bare `off` as false
+            return {**values, "fusion": "off"}
         # Configs from before `fusion` meant the neighbour term when they set its options.
-        if not isinstance(values, dict) or "fusion" in values:
+        if "fusion" in values:
             return values
         weight, k = values.get("neighbour_weight", "auto"), values.get("neighbour_k", "auto")
         if weight != "auto" or k != "auto":
