@@ -37,6 +37,7 @@ from basketgnn.train.trainer import score_graphs, setup_torch
 
 #: Fusion variants beside the default (chosen on validation in the same way).
 VARIANTS: dict[str, dict] = {
+    "tifu-fusion-best": {"rule": "best"},
     "tifu-fusion-minmax": {"transform": "minmax"},
     "tifu-fusion-fine": {"weights": tuple(np.round(np.arange(0, 1.0001, 0.025), 3))},
     "tifu-fusion-tuned-alpha": {"alphas": ()},

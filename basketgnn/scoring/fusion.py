@@ -17,7 +17,11 @@ and items are ranked by the convex combination
 hyperparameters on the validation customers exactly as ``TifuKnn`` does (mean NDCG@10,20),
 then picks (λ, α) from a grid that contains both ends, by the mean of recall, NDCG and PHR at
 10 and 20 on the same validation customers. Ties go to the smaller λ, then to TIFU's tuned α.
-So the fused model is at least as good on validation as the better of its two parts.
+By default a fused point (0 < λ < 1, or TIFU at another α) is only taken when it beats the
+better part alone by more than one standard error of the paired per-customer difference (the
+one-standard-error rule: prefer the simpler choice when the gain is within noise); otherwise
+that part alone is used. So the fused model is at least as good on validation as the better of
+its two parts.
 
 Only each customer's ``top`` largest entries of q are kept (CSR), so memory is O(n · top) and
 not O(n · I); λ = 1 therefore equals TIFU-KNN's ranking on the first ``top`` positions. The
@@ -188,6 +192,8 @@ class ScoreFusion:
     tifu_validation: float | None = None
     #: TIFU-KNN's parameters as tuned (or given), before the grid's choice of α.
     tuned_tifu: TifuParams | None = None
+    #: How the grid's best point compared with the better part alone (see choose_fusion's rule).
+    selection: dict[str, Any] | None = None
 
     @property
     def alpha(self) -> float | None:
@@ -234,19 +240,27 @@ class ScoreFusion:
             "tifu_alone": next(
                 (g.validation_criterion for g in self.grid if g.weight == 1 and g.alpha == alone), None
             ),
+            "selection": self.selection,
         }
 
     def describe(self) -> str:
         """One line saying what validation chose, and why."""
         s = self.summary()
         why = (
-            f"validation criterion {s['validation_criterion']:.4f}; model alone {s['model_alone']:.4f}"
+            f"validation criterion: grid best {s['validation_criterion']:.4f}, model alone "
+            f"{s['model_alone']:.4f}"
             + (f", TIFU-KNN alone {s['tifu_alone']:.4f}" if s["tifu_alone"] is not None else "")
             if s["validation_criterion"] is not None and s["model_alone"] is not None
             else "fixed"
         )
+        sel = self.selection
+        if sel is not None and sel["rule"] == "1se":
+            why += (
+                f"; the best fused point beats the better part by {sel['gain_over_better_part']:.4f}"
+                f" (1 standard error {sel['standard_error']:.4f})"
+            )
         if self.weight == 0:
-            return f"fusion with TIFU-KNN: off (weight 0 ranked best; {why})"
+            return f"fusion with TIFU-KNN: off (the model alone; {why})"
         p = s["tifu"]
         return (
             f"fusion with TIFU-KNN: weight {self.weight} (k={p['k']}, m={p['m']}, r_b={p['r_b']}, "
@@ -262,6 +276,7 @@ class ScoreFusion:
             "grid": [asdict(g) for g in self.grid],
             "tifu_validation": self.tifu_validation,
             "tuned_tifu": None if self.tuned_tifu is None else asdict(self.tuned_tifu),
+            "selection": self.selection,
         }
 
     @classmethod
@@ -273,6 +288,7 @@ class ScoreFusion:
             float(state["weight"]), state["transform"], scorer,
             [FusionPoint(**g) for g in state["grid"]], state["tifu_validation"],
             None if state.get("tuned_tifu") is None else TifuParams(**state["tuned_tifu"]),
+            state.get("selection"),
         )
 
 
@@ -291,6 +307,31 @@ def criterion_ks(n_items: int) -> tuple[int, ...]:
     return tuple(k for k in CRITERION_KS if k <= n_items) or (n_items,)
 
 
+def customer_criterion(ranked: np.ndarray, data: BasketData, instances: Instances) -> np.ndarray:
+    """Each instance's own mean of recall, NDCG and PHR at the criterion cut-offs (as
+    ``metrics.ranking_metrics`` defines them); their mean is :func:`validation_criterion`.
+
+    Shapes: ranked [n, ≥ max cut-off] item indices, best first -> [n] float64.
+    """
+    n, n_items = len(instances), data.n_items
+    cuts = criterion_ks(n_items)
+    targets = data.targets(instances.users, instances.n_history)
+    owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(targets.offsets))
+    keys = np.unique(owner * n_items + targets.values.astype(np.int64))  # targets as sets
+    sizes = np.bincount(keys // n_items, minlength=n)  # [n]
+    ranked_keys = np.arange(n, dtype=np.int64)[:, None] * n_items + ranked[:, : max(cuts)]
+    hits = np.isin(ranked_keys, keys)  # [n, K]
+    gain = 1.0 / np.log2(np.arange(2, max(cuts) + 2))  # [K] DCG discount of each position
+    ideal = np.cumsum(gain)  # [K] ideal DCG of j + 1 relevant items
+    total = np.zeros(n)
+    for k in cuts:
+        found = hits[:, :k]
+        total += found.sum(axis=1) / sizes  # recall
+        total += (found * gain[:k]).sum(axis=1) / ideal[np.minimum(sizes, k) - 1]  # NDCG
+        total += found.any(axis=1)  # PHR
+    return total / (len(CRITERION) * len(cuts))
+
+
 def choose_fusion(
     val_scores: np.ndarray,
     data: BasketData,
@@ -305,6 +346,7 @@ def choose_fusion(
     tune_sample: int | None = 2000,
     seed: int = 0,
     chunk: int = _CHUNK,
+    rule: Literal["1se", "best"] = "1se",
 ) -> ScoreFusion:
     """Choose the fusion of a trained model with TIFU-KNN on the validation customers.
 
@@ -316,6 +358,11 @@ def choose_fusion(
         tifu: TIFU-KNN's hyperparameters; None tunes them on ``validate`` as TifuKnn does.
         weights, alphas: the grid of λ and of α beside TIFU's own (module docstring).
         top: TIFU entries kept per customer.
+        rule: "best": the grid point with the best criterion; "1se" (the one-standard-error
+            rule): that point only when it beats the better part alone (λ = 0, or λ = 1 at
+            TIFU's tuned α) by more than one standard error of the paired per-customer
+            difference, else that part alone. Either way the choice is at least as good on
+            validation as each part alone.
     """
     if len(val_scores) != len(validate) or val_scores.shape[1] != data.n_items:
         raise ValueError(f"validation scores {val_scores.shape} for {len(validate)} instances and {data.n_items} items")
@@ -334,14 +381,27 @@ def choose_fusion(
         model = val_scores[start:stop]
         for w, a in points:  # the model alone (w = 0) does not depend on α: one point
             ranked[w, a][start:stop] = top_k(fuse(model, by_alpha[a].rows(start, stop), w, transform), cut)
-    grid = [FusionPoint(w, a, round(validation_criterion(ranked[w, a], data, validate), 6)) for w, a in points]
-    # Ties: the smaller weight, then TIFU's own α (listed first).
-    best = max(grid, key=lambda g: (g.validation_criterion, -g.weight, -alpha_list.index(g.alpha)))
+    per_customer = {key: customer_criterion(ranked[key], data, validate) for key in points}  # [n_val] each
+    grid = [FusionPoint(w, a, round(float(per_customer[w, a].mean()), 6)) for w, a in points]
+
+    def order(g: FusionPoint) -> tuple[float, float, int]:  # ties: smaller λ, then TIFU's own α
+        return g.validation_criterion, -g.weight, -alpha_list.index(g.alpha)
+
+    best = max(grid, key=order)
+    part = max((g for g in grid if g.weight == 0 or (g.weight == 1 and g.alpha == tifu.alpha)), key=order)
+    diff = per_customer[best.weight, best.alpha] - per_customer[part.weight, part.alpha]  # [n_val]
+    se = float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
+    gain = float(diff.mean())
+    if rule == "1se" and best != part and gain <= se:
+        best = part
+    elif rule not in ("1se", "best"):
+        raise ValueError(f"unknown rule {rule!r}; use '1se' or 'best'")
+    why = {"rule": rule, "gain_over_better_part": round(gain, 6), "standard_error": round(se, 6)}
     if best.weight == 0:
-        return ScoreFusion(0.0, transform, None, grid, tifu_validation, tifu)
+        return ScoreFusion(0.0, transform, None, grid, tifu_validation, tifu, why)
     chosen = TifuParams(tifu.k, tifu.m, tifu.r_b, tifu.r_g, best.alpha)
     scorer = TifuScorer(scorer.vectors, scorer.customer_ids, chosen, top)
-    return ScoreFusion(best.weight, transform, scorer, grid, tifu_validation, tifu)
+    return ScoreFusion(best.weight, transform, scorer, grid, tifu_validation, tifu, why)
 
 
 def fusion_choice(fusion: ScoreFusion) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from basketgnn.scoring.fusion import (
     ScoreFusion,
     TifuScorer,
     choose_fusion,
+    customer_criterion,
     validation_criterion,
 )
 from basketgnn.scoring.tifu import TifuParams
@@ -107,7 +108,7 @@ def test_choice_includes_both_ends_and_is_at_least_as_good_as_either():
     params = TifuParams(k=10, m=2, r_b=1.0, r_g=0.7, alpha=0.5)
     # A model that knows nothing: the choice must go (almost) all the way to TIFU.
     noise = np.random.default_rng(0).normal(size=(len(val), data.n_items)).astype(np.float32)
-    fusion = choose_fusion(noise, data, sp["train"], val, tifu=params, chunk=16)
+    fusion = choose_fusion(noise, data, sp["train"], val, tifu=params, chunk=16, rule="best")
     weights = {g.weight for g in fusion.grid}
     assert {0.0, 1.0} <= weights
     tifu_alone = next(g for g in fusion.grid if g.weight == 1.0 and g.alpha == 0.5)
@@ -128,7 +129,7 @@ def test_choice_includes_both_ends_and_is_at_least_as_good_as_either():
     targets = data.targets(val.users, val.n_history)
     oracle = np.zeros((len(val), data.n_items), np.float32)
     oracle[np.repeat(np.arange(len(val)), np.diff(targets.offsets)), targets.values] = 10.0
-    off = choose_fusion(oracle, data, sp["train"], val, tifu=params)
+    off = choose_fusion(oracle, data, sp["train"], val, tifu=params, rule="best")
     assert off.weight == 0.0 and off.scorer is None and off.prepare(data, val) is None
     assert "off" in off.describe() and "weight" in fusion.describe()
 
@@ -160,3 +161,34 @@ def test_state_round_trip_and_pickle():
     assert off.scorer is None and off.apply(logits, data, query) is logits
     with pytest.raises(ValueError, match="not a fusion state"):
         ScoreFusion.from_state({"kind": "other"})
+
+
+def test_per_customer_criterion_averages_to_the_metrics_criterion():
+    data = random_data(5, n_users=50)
+    sp = make_split(data, "temporal")
+    ranked = top_k(np.random.default_rng(4).random((len(sp["test"]), data.n_items)), 20)
+    per = customer_criterion(ranked, data, sp["test"])
+    assert per.shape == (len(sp["test"]),) and ((per >= 0) & (per <= 1)).all()
+    assert per.mean() == pytest.approx(validation_criterion(ranked, data, sp["test"]), abs=1e-12)
+
+
+def test_one_standard_error_rule_keeps_a_part_unless_fusing_clearly_helps():
+    data = random_data(3, n_users=80)
+    sp = make_split(data, "temporal")
+    val, params = sp["validate"], TifuParams(k=10, m=2, r_b=1.0, r_g=0.7, alpha=0.5)
+    noise = np.random.default_rng(0).normal(size=(len(val), data.n_items)).astype(np.float32)
+    for scale in (0.1, 1.0, 10.0):
+        best = choose_fusion(scale * noise, data, sp["train"], val, tifu=params, rule="best")
+        one_se = choose_fusion(scale * noise, data, sp["train"], val, tifu=params)
+        sel = one_se.selection
+        assert sel is not None and sel["rule"] == "1se"
+        ends = [g.validation_criterion for g in one_se.grid if g.weight == 0 or (g.weight == 1 and g.alpha == 0.5)]
+        chosen = next(g for g in one_se.grid if g.weight == one_se.weight and (one_se.weight == 0 or g.alpha == one_se.alpha))
+        assert chosen.validation_criterion >= max(ends)  # never worse than a part on validation
+        if (one_se.weight, one_se.alpha) != (best.weight, best.alpha):
+            # Kept a part: the best point's gain was within one standard error.
+            assert one_se.weight in (0.0, 1.0) and sel["gain_over_better_part"] <= sel["standard_error"]
+        else:
+            assert sel["gain_over_better_part"] > sel["standard_error"] or sel["gain_over_better_part"] == 0
+    with pytest.raises(ValueError, match="unknown rule"):
+        choose_fusion(noise, data, sp["train"], val, tifu=params, rule="worst")
