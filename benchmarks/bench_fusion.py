@@ -90,6 +90,34 @@ def run_checkpoint(name: str, run: Path) -> None:
         record(variant, {"choice": choice, "choose_s_untimed": round(choose_s, 1)})
 
 
+def time_checkpoint(name: str, run: Path, repeats: int = 3) -> None:
+    """Seconds of the fusion choice (TIFU tuning included) and of scoring the test users with
+    the model alone, the old neighbour term and the TIFU fusion (best of ``repeats``)."""
+    rec = DNNTSPRecommender.from_checkpoint(run / "best.pt")
+    data, _ = read_dnntsp_json(shared_dataset(name)).aligned_to(rec.item_ids)
+    split = load_split(rec.checkpoint["split_spec"], data)
+    model = rec.model
+    pool = model.neighbour_pool
+    model.neighbour_pool, model.fusion = None, None
+    t0 = time.perf_counter()
+    val = split["validate"]
+    logits = score_graphs(model, build_user_graphs(data, val), setup_torch(rec.config))
+    fusion = choose_fusion(logits, data, split["train"], val)
+    choose_s = time.perf_counter() - t0
+    out = {"choose_s": round(choose_s, 2)}
+    for variant, (p, f) in {"model": (None, None), "neighbours": (pool, None), "tifu-fusion": (None, fusion)}.items():
+        model.neighbour_pool, model.fusion = p, f
+        best = np.inf
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            rec.score(data, split["test"])
+            best = min(best, time.perf_counter() - t0)
+        out[f"score_s_{variant}"] = round(best, 3)
+    out["fusion_weight"] = fusion.weight
+    print(name, out)
+    append_result("fusion_timing", {"data": name, "run": str(run), "n_test": len(split["test"]), **out})
+
+
 def run_baselines(name: str) -> None:
     data = read_dnntsp_json(shared_dataset(name))
     from basketgnn.data.split import make_split
@@ -136,8 +164,13 @@ def main() -> None:
     ap.add_argument("--baselines", action="store_true", help="also tuned TIFU-KNN and P-TopFreq")
     ap.add_argument("--summary", action="store_true", help="print the tables of fusion.jsonl")
     ap.add_argument("--variants", nargs="*", default=[], help=f"also: {', '.join(VARIANTS)}")
+    ap.add_argument("--time", action="store_true", help="time the choice and scoring instead")
     args = ap.parse_args()
     ONLY.update(args.variants)
+    if args.time:
+        for run in args.runs:
+            time_checkpoint(args.data, run)
+        return
     if args.summary:
         summary()
         return

@@ -155,18 +155,6 @@ def test_no_target_basket_and_no_own_row_reaches_the_neighbour_scores():
         assert (got[1:, 9] > 0).all(), part  # ... but the others' neighbour
 
 
-def test_top_entries_ties_go_to_the_lower_column():
-    from basketgnn.scoring.tifu import keep_top as _top_entries
-
-    x = np.array([[0.5, 0.2, 0.5, 0.5, 0.1], [0.0, 0.3, 0.0, 0.0, 0.0], [1, 2, 3, 4, 5.0]])
-    got = _top_entries(x, 2)
-    assert got.sum(axis=1).tolist() == [2, 2, 2]
-    assert got[0].tolist() == [True, False, True, False, False]  # three 0.5s: the first two
-    assert got[1].tolist() == [True, True, False, False, False]  # 0.3, then the first 0.0
-    assert got[2].tolist() == [False, False, False, True, True]
-    assert _top_entries(x, 5).all() and _top_entries(x, 9).all()
-
-
 def test_weight_zero_checkpoint_has_no_pool(tmp_path):
     data = random_data(7, n_users=60)
     sp = make_split(data, "temporal")
