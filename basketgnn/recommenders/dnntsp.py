@@ -75,6 +75,9 @@ class DNNTSPRecommender:
             )
         device = setup_torch(self.config)
         fusion = self.model.fusion
+        if fusion is not None and fusion.weight == 1:  # TIFU-KNN alone: the model is not needed
+            shape = (len(instances), data.n_items)
+            return fusion.apply(np.zeros(shape, np.float32), data, instances)
         if fusion is not None and fusion.weight > 0:
             # The TIFU neighbour search runs beside the model's scoring, as below.
             with ThreadPoolExecutor(max_workers=1) as fusion_thread:

@@ -74,3 +74,16 @@ def test_fusion_off_and_legacy_neighbour_weight_zero_rank_by_the_model():
                    DNNTSPConfig(epochs=1, embed_dim=8, neighbour_weight=0)):
         rec = DNNTSPRecommender(config).fit(data, sp["train"], sp["validate"])
         assert rec.result.neighbours is None and rec.model.fusion is None
+
+
+def test_weight_one_ranks_as_tifu_knn_without_the_model():
+    data = random_data(12, n_users=60)
+    sp = make_split(data, "temporal")
+    rec = DNNTSPRecommender(DNNTSPConfig(epochs=1, embed_dim=8, fusion="off")).fit(data, sp["train"], sp["validate"])
+    from basketgnn.metrics import top_k
+    from basketgnn.recommenders.tifu_knn import TifuKnn
+    from basketgnn.scoring.fusion import ScoreFusion
+
+    tifu = TifuKnn(k=10, m=2, tune=False).fit(data, sp["train"])
+    rec.model.fusion = ScoreFusion(1.0, "sigmoid", TifuScorer.build(data, sp["train"], tifu.tifu_params))
+    np.testing.assert_array_equal(top_k(rec.score(data, sp["test"]), 20), top_k(tifu.score(data, sp["test"]), 20))
