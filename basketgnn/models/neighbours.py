@@ -1,4 +1,7 @@
-"""Collaborative neighbour scores for DNNTSP (beyond the paper).
+"""Collaborative neighbour scores for DNNTSP (beyond the paper; ``fusion: neighbours``).
+
+The default is now the fusion with TIFU-KNN's whole score (:mod:`basketgnn.scoring.fusion`);
+this term stays for configs that ask for it and for checkpoints written with it.
 
 DNNTSP sees one customer at a time: nothing in MODEL.md tells it what *similar customers* buy,
 which is where TIFU-KNN gets its edge on DC. This module adds that signal to the ranking.
