@@ -2,10 +2,10 @@
 
 After the best weights are restored, :func:`choose_addon` looks at the model's validation
 scores, the data and the train / validate instances, and picks an add-on (or none). The
-choice and the add-on's state go into the checkpoint's extras, and
+add-on's state goes into the checkpoint ("addon"), the choice into its extras, and
 :class:`basketgnn.engine.recommender.NeuralRecommender` applies the add-on when scoring. The
 step knows nothing about the model: it sees scores [n, I] only, so it works for every model
-whose config carries the add-on's options.
+(all configs carry the add-on's options).
 
 Two add-ons, chosen by the config's ``fusion`` option (an engine option: every model has it,
 :class:`basketgnn.engine.options.TrainOptions`):

@@ -184,3 +184,23 @@ def test_an_engine_checkpoint_from_before_the_fusion_keeps_its_neighbour_addon(t
     rec.addon = NeighbourAddOn(pool, 0.3)
     np.testing.assert_array_equal(old.score(data, sp["test"]), rec.score(data, sp["test"]))
     assert old.params()["neighbour_weight_used"] == 0.3 and "fusion_used" not in old.params()
+
+
+def test_a_format_1_checkpoint_of_the_fusion_branch_loads_its_fusion(tmp_path):
+    """basketgnn-dnntsp-checkpoint/1 as branch `fusion` wrote it before the engine: the fusion
+    state at the top level as "fusion", its choice as "neighbour_choice"."""
+    data = planted_data(n_users=60)
+    sp = make_split(data, "temporal")
+    rec = NeuralRecommender(SPEC, DNNTSPConfig(epochs=1, embed_dim=8, fusion="off"), out_dir=tmp_path)
+    rec.fit(data, sp["train"], sp["validate"])
+    fusion = _force_fusion(rec, data, sp["train"], 0.4)
+    new = torch.load(tmp_path / "best.pt", weights_only=False)
+    old = {"format": "basketgnn-dnntsp-checkpoint/1", "config": {**new["config"], "fusion": "tifu"},
+           "num_items": new["num_items"], "state_dict": new["state_dict"], "item_ids": new["item_ids"],
+           "epoch": 1, "fusion": fusion.state(),
+           "neighbour_choice": {"kind": "tifu-fusion", "weight": 0.4, "k": 10, "grid": [], "description": "x"}}
+    torch.save(old, tmp_path / "old.pt")
+    loaded = NeuralRecommender.from_checkpoint(tmp_path / "old.pt")
+    assert isinstance(loaded.addon, FusionAddOn) and loaded.addon.weight == 0.4
+    assert loaded.checkpoint["addon_choice"]["kind"] == "tifu-fusion" and "fusion" not in loaded.checkpoint
+    np.testing.assert_array_equal(loaded.score(data, sp["test"]), rec.score(data, sp["test"]))
