@@ -77,7 +77,7 @@ class ModelResult:
     timing_s: dict[str, float]
     best_epoch: int | None = None
     epochs_run: int | None = None
-    addon: dict[str, Any] | None = None  # what the add-on step chose ({k, weight}), if any
+    addon: dict[str, Any] | None = None  # what the add-on step chose ({kind, k, weight}), if any
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -163,7 +163,7 @@ def evaluate(
     training = outcome.training
     addon = None
     if training is not None and training.addon is not None:
-        addon = {"k": training.addon.k, "weight": training.addon.weight}
+        addon = {"kind": training.addon.kind, "k": training.addon.k, "weight": training.addon.weight}
     return ModelResult(
         model=outcome.entry.label or outcome.recommender.name,
         params=params,

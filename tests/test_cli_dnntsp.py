@@ -79,7 +79,7 @@ def test_demo_publishes_metrics_and_recommendations_together(tmp_path, log_csv, 
     config.write_text("embed_dim: 8\nepochs: 2\n")
     out = tmp_path / "demo"
     _main("demo", "--out", str(out), "--log", str(log_csv), "--config", str(config), "--no-progress")
-    assert "neighbour scores: " in capsys.readouterr().out  # the validation choice is shown
+    assert "fusion with TIFU-KNN: " in capsys.readouterr().out  # the validation choice is shown
     names = {p.name for p in out.iterdir()}
     assert {"metrics.json", "recommendations.parquet", "recommendations.csv", "data", "dnntsp"} == names
     records = json.loads((out / "metrics.json").read_text())

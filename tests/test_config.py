@@ -88,3 +88,18 @@ def test_neighbour_options_are_auto_or_a_number():
         load_config(None, neighbour_weight=-1)
     with pytest.raises(UserError, match=r"neighbour_k: .*must be 'auto' or a number >= 1"):
         load_config(None, neighbour_k=0)
+
+
+def test_fusion_option_and_the_meaning_of_older_neighbour_configs(tmp_path):
+    assert load_config(None).fusion == "tifu"
+    assert load_config(PROJECT / "configs" / "published.yaml").fusion == "off"
+    bare = tmp_path / "c.yaml"
+    bare.write_text("fusion: off\n")  # YAML reads a bare off as false
+    assert load_config(bare).fusion == "off"
+    # Before `fusion`, setting the neighbour options meant the neighbour term (0: none).
+    assert load_config(None, neighbour_weight=0).fusion == "off"
+    assert load_config(None, neighbour_weight=0.3).fusion == "neighbours"
+    assert load_config(None, neighbour_k=50).fusion == "neighbours"
+    assert load_config(None, fusion="tifu", neighbour_weight=0).fusion == "tifu"
+    with pytest.raises(UserError, match=r"fusion: Input should be 'tifu', 'neighbours' or 'off'"):
+        load_config(None, fusion="rank")

@@ -2,22 +2,33 @@
 
 After the best weights are restored, :func:`choose_addon` looks at the model's validation
 scores, the data and the train / validate instances, and picks an add-on (or none). The
-choice and the add-on's state go into the checkpoint's extras, and
+add-on's state goes into the checkpoint ("addon"), the choice into its extras, and
 :class:`basketgnn.engine.recommender.NeuralRecommender` applies the add-on when scoring. The
 step knows nothing about the model: it sees scores [n, I] only, so it works for every model
-whose config carries the add-on's options.
+(all configs carry the add-on's options).
 
-Today's one add-on is the neighbour score of :mod:`basketgnn.models.neighbours` (what a
-customer's nearest training customers buy, fused as sigmoid(score) + w · n), with its weight w
-and neighbour count k chosen on the validation customers. Its options (``neighbour_weight``,
-``neighbour_k``, ``neighbour_top``) are read from the model's config when it has them; a config
-without them gets no add-on.
+Two add-ons, chosen by the config's ``fusion`` option (an engine option: every model has it,
+:class:`basketgnn.engine.options.TrainOptions`):
+
+* ``tifu`` (the default): :class:`FusionAddOn`, the model's scores fused with TIFU-KNN's whole
+  score, (1 − λ) · sigmoid(score) + λ · TIFU / max, TIFU tuned and λ chosen on the validation
+  customers from 0 (model alone) to 1 (TIFU-KNN alone) (:mod:`basketgnn.scoring.fusion`).
+* ``neighbours``: :class:`NeighbourAddOn`, the older neighbour score of
+  :mod:`basketgnn.models.neighbours` (what a customer's nearest training customers buy, fused as
+  sigmoid(score) + w · n), its weight w and neighbour count k chosen on validation
+  (``neighbour_weight``, ``neighbour_k``, ``neighbour_top``).
+* ``off``: no add-on step.
+
+An add-on has ``search(data, instances)`` (the neighbour search: numpy / sparse products that
+release the GIL, so the recommender runs it in a thread beside the model's scoring),
+``fuse(logits, found)``, ``needs_model`` (False when the model's scores do not matter: TIFU-KNN
+alone) and ``state()`` for the checkpoint; :func:`addon_from_state` reads either back.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -26,9 +37,10 @@ from basketgnn.data.split import Instances
 from basketgnn.evaluate import usable_ks
 from basketgnn.metrics import ranking_metrics, top_k
 from basketgnn.models.neighbours import NeighbourPool, NeighbourScores, fuse_neighbours
+from basketgnn.scoring.fusion import ScoreFusion, choose_fusion, fusion_choice
 
 #: Config options that only act after training (a resumed training ignores changes to them).
-ADDON_OPTIONS: tuple[str, ...] = ("neighbour_weight", "neighbour_k", "neighbour_top")
+ADDON_OPTIONS: tuple[str, ...] = ("fusion", "neighbour_weight", "neighbour_k", "neighbour_top")
 #: Weights and neighbour counts tried when the config asks for "auto".
 NEIGHBOUR_WEIGHTS: tuple[float, ...] = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5)
 NEIGHBOUR_KS: tuple[int, ...] = (100, 300)
@@ -40,24 +52,50 @@ NEIGHBOUR_CRITERION: tuple[str, ...] = ("recall", "ndcg", "phr")
 @dataclass(frozen=True)
 class AddOnChoice:
     """What validation chose: ``weight`` 0 means no add-on (then ``k`` is None); ``grid`` holds
-    every tried point as {k, weight, validation_criterion}."""
+    every tried point with its validation criterion. ``kind`` is "neighbours" or
+    "tifu-fusion"; a fusion choice keeps the rest of ``scoring.fusion.fusion_choice`` (TIFU
+    parameters, each part's criterion, the selection rule, a description) in ``details``."""
 
     kind: str
     weight: float
     k: int | None
     grid: list[dict[str, float]] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        return {**d.pop("details"), **d}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AddOnChoice:
-        return cls(d.get("kind", "neighbours"), float(d["weight"]), d.get("k"), list(d.get("grid", [])))
+        core = ("kind", "weight", "k", "grid")
+        return cls(
+            d.get("kind", "neighbours"), float(d["weight"]), d.get("k"), list(d.get("grid", [])),
+            {key: v for key, v in d.items() if key not in core},
+        )
 
     def describe(self) -> str:
+        if self.kind == "tifu-fusion":
+            return str(self.details["description"])
         if self.weight > 0:
             return f"neighbour scores: weight {self.weight} with {self.k} neighbours"
         return "neighbour scores: off (weight 0 ranked best on the validation customers)"
+
+
+class RankingAddOn(Protocol):
+    """What the recommender and the checkpoint need of an add-on (module docstring)."""
+
+    kind: str
+    weight: float
+
+    @property
+    def needs_model(self) -> bool: ...
+
+    def search(self, data: BasketData, instances: Instances) -> Any: ...
+
+    def fuse(self, logits: np.ndarray, found: Any) -> np.ndarray: ...
+
+    def state(self) -> dict[str, Any]: ...
 
 
 class NeighbourAddOn:
@@ -68,6 +106,7 @@ class NeighbourAddOn:
     """
 
     kind = "neighbours"
+    needs_model = True
 
     def __init__(self, pool: NeighbourPool, weight: float) -> None:
         self.pool = pool
@@ -88,18 +127,55 @@ class NeighbourAddOn:
         return cls(NeighbourPool.from_state(state), float(state["weight"]))
 
 
-def addon_from_state(state: dict[str, Any] | None) -> NeighbourAddOn | None:
-    """The add-on a checkpoint stored (None: the model ranks by its own scores)."""
+class FusionAddOn:
+    """Ranks by (1 − λ) · sigmoid(score) + λ · TIFU / max (``scoring.fusion.ScoreFusion`` with
+    λ > 0); λ = 1 is TIFU-KNN alone, which does not need the model's scores."""
+
+    kind = "tifu-fusion"
+
+    def __init__(self, fusion: ScoreFusion) -> None:
+        if fusion.weight <= 0 or fusion.scorer is None:
+            raise ValueError("a fusion add-on needs a weight above 0 and its TIFU pool")
+        self.fusion = fusion
+
+    @property
+    def weight(self) -> float:
+        return self.fusion.weight
+
+    @property
+    def needs_model(self) -> bool:
+        return self.fusion.weight < 1
+
+    def search(self, data: BasketData, instances: Instances) -> Any:
+        return self.fusion.prepare(data, instances)
+
+    def fuse(self, logits: np.ndarray, found: Any) -> np.ndarray:
+        """Shapes: logits [n, I] -> [n, I] float64 (``found``: :meth:`search` of the same n)."""
+        return self.fusion.apply(logits, None, None, found)  # type: ignore[arg-type]
+
+    def state(self) -> dict[str, Any]:
+        return self.fusion.state()
+
+
+def addon_from_state(state: dict[str, Any] | None) -> RankingAddOn | None:
+    """The add-on a checkpoint stored (None: the model ranks by its own scores). States without
+    a kind are the neighbour add-on's (written before the fusion existed)."""
     if state is None:
         return None
-    if state.get("kind", "neighbours") != "neighbours":
-        raise ValueError(f"unknown ranking add-on {state.get('kind')!r}")
-    return NeighbourAddOn.from_state(state)
+    kind = state.get("kind", "neighbours")
+    if kind == "neighbours":
+        return NeighbourAddOn.from_state(state)
+    if kind == "tifu-fusion/1":
+        fusion = ScoreFusion.from_state(state)
+        return FusionAddOn(fusion) if fusion.weight > 0 else None
+    raise ValueError(f"unknown ranking add-on {kind!r}")
 
 
 def wants_addon(config: Any) -> bool:
-    """Whether the config asks for the add-on step (its options present and not 0)."""
-    return getattr(config, "neighbour_weight", 0) != 0
+    """Whether the config asks for the add-on step (``fusion`` not off; with ``neighbours``,
+    a neighbour weight other than 0)."""
+    fusion = getattr(config, "fusion", "off")
+    return fusion == "tifu" or (fusion == "neighbours" and getattr(config, "neighbour_weight", 0) != 0)
 
 
 def choose_addon(
@@ -108,8 +184,11 @@ def choose_addon(
     data: BasketData,
     train: Instances,
     validate: Instances,
-) -> tuple[NeighbourAddOn | None, AddOnChoice | None]:
-    """Pick the neighbour weight and k on the validation customers.
+) -> tuple[RankingAddOn | None, AddOnChoice | None]:
+    """Choose the add-on the config asks for on the validation customers.
+
+    ``fusion: tifu``: ``scoring.fusion.choose_fusion`` (TIFU tuned, then λ and α on a grid
+    with the one-standard-error rule), chunk by chunk. ``fusion: neighbours``:
 
     Every (k, weight) of the grid re-ranks the trained model's validation scores
     ``val_scores`` [n_val, I]; the winner has the best mean of recall, NDCG and PHR at 10 and
@@ -119,6 +198,11 @@ def choose_addon(
     """
     if not wants_addon(config):
         return None, None
+    if config.fusion == "tifu":
+        fusion = choose_fusion(val_scores, data, train, validate, chunk=_FUSE_CHUNK)
+        d = fusion_choice(fusion)
+        choice = AddOnChoice.from_dict(d)
+        return (FusionAddOn(fusion) if fusion.weight > 0 else None), choice
     weights = NEIGHBOUR_WEIGHTS if config.neighbour_weight == "auto" else (float(config.neighbour_weight),)
     ks_nbr = NEIGHBOUR_KS if config.neighbour_k == "auto" else (int(config.neighbour_k),)
     targets = data.targets(validate.users, validate.n_history)

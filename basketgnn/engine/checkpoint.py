@@ -3,7 +3,12 @@ weights, the item id mapping and extras (best epoch, validation metrics, data fi
 ranking add-on's choice and state, where the data came from).
 
 Checkpoints of format ``basketgnn-dnntsp-checkpoint/1`` (DNNTSP before the engine held several
-models) load as model ``dnntsp``; their top-level keys become the extras.
+models) load as model ``dnntsp``; their top-level keys become the extras, their ``neighbours``
+(or, from the fusion branch's format-1 files, ``fusion``) state the add-on.
+
+A stored config without the ``fusion`` option was trained before it existed, when the add-on
+was the neighbour term: it loads as ``fusion: neighbours`` (``off`` with neighbour weight 0),
+so its options and ranking read as they were.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import torch
 from pydantic import ValidationError
 from torch import nn
 
-from basketgnn.engine.addons import NeighbourAddOn, addon_from_state, wants_addon
+from basketgnn.engine.addons import RankingAddOn, addon_from_state, wants_addon
 from basketgnn.engine.options import TrainOptions
 from basketgnn.errors import UserError
 from basketgnn.io_utils import atomic_path
@@ -29,7 +34,7 @@ if TYPE_CHECKING:
 CHECKPOINT_FORMAT = "basketgnn-checkpoint/2"
 #: Written by basketgnn before the generic engine: DNNTSP only, extras at the top level.
 LEGACY_DNNTSP_FORMAT = "basketgnn-dnntsp-checkpoint/1"
-_LEGACY_CORE = ("format", "config", "num_items", "state_dict", "item_ids", "neighbours")
+_LEGACY_CORE = ("format", "config", "num_items", "state_dict", "item_ids", "neighbours", "fusion")
 
 
 @dataclass
@@ -42,7 +47,7 @@ class Checkpoint:
     config: TrainOptions
     item_ids: np.ndarray
     extras: dict[str, Any]
-    addon: NeighbourAddOn | None
+    addon: RankingAddOn | None
 
 
 def save_checkpoint(
@@ -52,7 +57,7 @@ def save_checkpoint(
     config: TrainOptions,
     item_ids: np.ndarray,
     extras: dict[str, Any],
-    addon: NeighbourAddOn | None = None,
+    addon: RankingAddOn | None = None,
 ) -> None:
     """Write the checkpoint atomically (a crash never leaves a half-written file)."""
     state = {
@@ -90,7 +95,7 @@ def _read(path: Path) -> dict[str, Any]:
             "num_items": state["num_items"],
             "state_dict": state["state_dict"],
             "item_ids": state["item_ids"],
-            "addon": state.get("neighbours"),
+            "addon": _legacy_addon(state),
             "extras": {
                 **{k: v for k, v in state.items() if k not in _LEGACY_CORE},
                 # The legacy name of the add-on choice.
@@ -99,6 +104,20 @@ def _read(path: Path) -> dict[str, Any]:
         }
         state["extras"].pop("neighbour_choice", None)
     return state
+
+
+def _legacy_addon(state: dict[str, Any]) -> dict[str, Any] | None:
+    fusion = state.get("fusion")
+    if fusion is not None and fusion.get("weight", 0) > 0:
+        return fusion
+    return state.get("neighbours")
+
+
+def _config_as_trained(config: dict[str, Any]) -> dict[str, Any]:
+    """The stored config with ``fusion`` as it meant when written (module docstring)."""
+    if "fusion" in config:
+        return config
+    return {**config, "fusion": "off" if config.get("neighbour_weight", "auto") == 0 else "neighbours"}
 
 
 def load_checkpoint(path: str | Path, device: str = "cpu") -> Checkpoint:
@@ -113,7 +132,7 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> Checkpoint:
     except ValidationError as e:
         raise UserError(f"device {device!r}: {e.errors()[0]['msg']}") from None
     try:
-        config = spec.config_cls(**state["config"]).model_copy(update={"device": device})
+        config = spec.config_cls(**_config_as_trained(state["config"])).model_copy(update={"device": device})
         module = spec.build(state["num_items"], config)
         module.load_state_dict(state["state_dict"])
         addon = addon_from_state(state.get("addon"))
@@ -125,8 +144,9 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> Checkpoint:
     extras = dict(state.get("extras") or {})
     if wants_addon(config) and "addon_choice" not in extras:
         warnings.warn(
-            f"{path}: the run stopped before choosing its neighbour weight; this checkpoint "
-            "ranks without neighbour scores. Rerun the same `basketgnn train` to finish it.",
+            f"{path}: the run stopped before choosing its ranking add-on (fusion / neighbour "
+            "weight); this checkpoint ranks by the model alone. Rerun the same `basketgnn train` "
+            "to finish it.",
             stacklevel=2,
         )
     module.to(device).eval()

@@ -1,15 +1,18 @@
-"""Training options every neural model shares (a model's config subclasses :class:`TrainOptions`)."""
+"""Training options every neural model shares (a model's config subclasses :class:`TrainOptions`),
+the ranking add-on's options among them (:mod:`basketgnn.engine.addons`)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 
 class TrainOptions(BaseModel):
-    """The engine's options: optimiser, schedule, early stopping, randomness, device."""
+    """The engine's options: optimiser, schedule, early stopping, randomness, device, and the
+    ranking add-on chosen after training (``fusion`` and the neighbour options), which every
+    model has."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -28,6 +31,51 @@ class TrainOptions(BaseModel):
     seed: int = Field(0, description="Seed of initialisation and batch order.")
     device: str = Field("cpu", description="torch device, e.g. cpu or cuda.")
     threads: int = Field(0, ge=0, description="torch CPU threads (0 = torch's default).")
+
+    # The ranking add-on (engine.addons): acts after training, for every model.
+    fusion: Literal["tifu", "neighbours", "off"] = Field(
+        "tifu",
+        description="Beyond the paper: after training, rank by (1 - w) * sigmoid(score) + w * "
+        "TIFU-KNN's whole score (scaled to [0, 1]), TIFU tuned and w chosen on the validation "
+        "customers from 0 (model alone) to 1 (TIFU-KNN alone) (tifu; basketgnn.scoring.fusion); "
+        "the older neighbour-mean term (neighbours: see neighbour_weight); or the model alone "
+        "(off). A config that sets neighbour_weight or neighbour_k but not fusion means "
+        "neighbours (off when neighbour_weight is 0), as before.",
+    )
+    neighbour_weight: float | Literal["auto"] = Field(
+        "auto",
+        description="With fusion: neighbours, rank items by sigmoid(score) + neighbour_weight * "
+        "n, n in [0, 1] being what the customer's nearest training customers buy (TIFU-KNN's "
+        "neighbour mean, best item = 1). auto: chosen on the validation customers after "
+        "training, 0 (off) included; 0: off; a number > 0: that weight.",
+    )
+    neighbour_k: int | Literal["auto"] = Field(
+        "auto", description="Nearest training customers averaged (auto: 100 or 300, chosen on validation)."
+    )
+    neighbour_top: int = Field(100, ge=1, description="Neighbour-score entries kept per customer.")
+
+    @field_validator("neighbour_weight", "neighbour_k")
+    @classmethod
+    def _auto_or_at_least(cls, value: float | str, info: ValidationInfo) -> float | str:
+        lowest = 0 if info.field_name == "neighbour_weight" else 1
+        if not isinstance(value, str) and value < lowest:
+            raise ValueError(f"must be 'auto' or a number >= {lowest}")
+        return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_neighbour_options(cls, values: Any) -> Any:
+        if not isinstance(values, dict):
+            return values
+        if values.get("fusion") is False:  # YAML reads a bare `off` as false
+            return {**values, "fusion": "off"}
+        # Configs from before `fusion` meant the neighbour term when they set its options.
+        if "fusion" in values:
+            return values
+        weight, k = values.get("neighbour_weight", "auto"), values.get("neighbour_k", "auto")
+        if weight != "auto" or k != "auto":
+            values = {**values, "fusion": "off" if weight == 0 else "neighbours"}
+        return values
 
     @field_validator("device")
     @classmethod

@@ -13,7 +13,7 @@ from torch import nn
 
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
-from basketgnn.engine.addons import NeighbourAddOn
+from basketgnn.engine.addons import NeighbourAddOn, RankingAddOn
 from basketgnn.engine.checkpoint import load_checkpoint
 from basketgnn.engine.options import TrainOptions
 from basketgnn.engine.spec import ModelSpec
@@ -45,7 +45,7 @@ class NeuralRecommender:
         self.progress = progress
         self.on_epoch = on_epoch
         self.model: nn.Module | None = None
-        self.addon: NeighbourAddOn | None = None
+        self.addon: RankingAddOn | None = None
         self.item_ids: np.ndarray | None = None
         self.result: TrainResult | None = None
         self.checkpoint: dict[str, Any] = {}  # the extras of a loaded checkpoint
@@ -71,8 +71,8 @@ class NeuralRecommender:
 
     def score(self, data: BasketData, instances: Instances) -> np.ndarray:
         """Ranking scores [len(instances), I]: the module's logits, or the add-on's fused
-        scores. The add-on never uses an instance's own customer id (``data.user_ids``) as a
-        neighbour."""
+        scores (the module is not run when the add-on does not need it: TIFU-KNN alone). The
+        add-on never uses an instance's own customer id (``data.user_ids``) as a neighbour."""
         if self.model is None:
             raise RuntimeError("score() before fit() or from_checkpoint()")
         n_items = len(self.item_ids) if self.item_ids is not None else data.n_items
@@ -86,6 +86,8 @@ class NeuralRecommender:
         if addon is None:
             source = self.spec.batches(data, instances, self.config, False)
             return score_source(self.model, source, data.n_items, device)
+        if not addon.needs_model:
+            return addon.fuse(np.zeros((len(instances), data.n_items), np.float32), addon.search(data, instances))
         # The add-on's search (mostly single-threaded numpy / sparse products, which release
         # the GIL) runs beside the model's scoring; deterministic either way.
         with ThreadPoolExecutor(max_workers=1) as pool_thread:
@@ -99,8 +101,15 @@ class NeuralRecommender:
         p: dict[str, Any] = self.config.model_dump()
         if self.result is not None:
             p.update(best_epoch=self.result.best_epoch, epochs_run=self.result.epochs_run)
-        if self.model is not None and "neighbour_weight" in p:
-            addon = self.addon  # None: the neighbour weight stays 0
-            p.update(neighbour_weight_used=addon.weight if addon is not None else 0.0,
-                     neighbour_k_used=addon.pool.k if addon is not None else None)
+        if self.model is not None:
+            addon = self.addon
+            # None: the neighbour weight stays 0
+            neighbours = addon if isinstance(addon, NeighbourAddOn) else None
+            p.update(neighbour_weight_used=neighbours.weight if neighbours is not None else 0.0,
+                     neighbour_k_used=neighbours.pool.k if neighbours is not None else None)
+            choice = self.result.addon.as_dict() if self.result and self.result.addon else (
+                self.checkpoint.get("addon_choice"))
+            if choice is not None and choice.get("kind") == "tifu-fusion":
+                # What validation chose, the model alone (weight 0) included.
+                p["fusion_used"] = {k: v for k, v in choice.items() if k not in ("kind", "grid", "description")}
         return p

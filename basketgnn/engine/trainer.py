@@ -42,7 +42,7 @@ from basketgnn.data.split import Instances, prefix_instances
 from basketgnn.engine.addons import (
     ADDON_OPTIONS,
     AddOnChoice,
-    NeighbourAddOn,
+    RankingAddOn,
     choose_addon,
     wants_addon,
 )
@@ -161,7 +161,7 @@ def train_model(
     progress: bool = True,
     on_epoch: Callable[[dict[str, Any]], None] | None = None,
     plan: BatchPlan | None = None,
-) -> tuple[nn.Module, NeighbourAddOn | None, TrainResult]:
+) -> tuple[nn.Module, RankingAddOn | None, TrainResult]:
     """Train ``spec``'s model; returns the best module (by validation mean NDCG), the ranking
     add-on chosen after training (None: rank by the module's scores) and a summary.
 

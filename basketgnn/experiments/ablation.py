@@ -27,8 +27,10 @@ Each line of ``results.jsonl`` holds::
     config_hash,
     split (name of the split used), metrics (every metric of evaluate_model on the test part;
     null where undefined), train_s, score_s, best_epoch, epochs_run (null for baselines),
-    neighbours ({k, weight} chosen on validation; null for baselines and neighbour_weight 0;
-    absent in lines written before it was recorded), finished_at (UTC, ISO 8601)
+    neighbours (the ranking add-on chosen on validation, {kind, k, weight}: kind "tifu-fusion"
+    (fusion: tifu, k TIFU's) or "neighbours"; lines written before the fusion have no kind;
+    null for baselines and fusion: off; absent in lines written before it was recorded),
+    finished_at (UTC, ISO 8601)
 
 Tables and charts are made from these lines only, so they can be regenerated at any time.
 """

@@ -1,9 +1,12 @@
-"""Collaborative neighbour scores for DNNTSP (beyond the paper).
+"""Collaborative neighbour scores for DNNTSP (beyond the paper; ``fusion: neighbours``).
+
+The default is now the fusion with TIFU-KNN's whole score (:mod:`basketgnn.scoring.fusion`);
+this term stays for configs that ask for it and for checkpoints written with it.
 
 DNNTSP sees one customer at a time: nothing in MODEL.md tells it what *similar customers* buy,
 which is where TIFU-KNN gets its edge on DC. This module adds that signal to the ranking.
 For a customer with history vector v (TIFU's decayed repeat vector, see
-:mod:`basketgnn.recommenders.tifu_knn`), let N_k be the k training customers nearest to v in
+:mod:`basketgnn.scoring.tifu`), let N_k be the k training customers nearest to v in
 Euclidean distance (never the customer itself) and
 
     n_u = (1 / k) Σ_{c ∈ N_k} v_c          (the neighbour mean, as in TIFU-KNN)
@@ -30,40 +33,20 @@ Shapes in this module: n query instances, P pool customers, I items.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from basketgnn.data.dataset import BasketData, _offsets
+from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
-from basketgnn.recommenders.tifu_knn import (
+from basketgnn.scoring.tifu import (
     NeighbourIndex,
     SparseRows,
     customer_vectors,
     query_chunks,
 )
-
-
-@dataclass(frozen=True)
-class NeighbourScores:
-    """Each instance's kept neighbour scores, as CSR rows.
-
-    Shapes: offsets [n + 1] int64; items [nnz] int64; values [nnz] float32 in (0, 1].
-    """
-
-    offsets: np.ndarray
-    items: np.ndarray
-    values: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.offsets) - 1
-
-    def rows(self, start: int, stop: int) -> NeighbourScores:
-        """Instances start..stop-1 as their own NeighbourScores."""
-        lo, hi = self.offsets[start], self.offsets[stop]
-        return NeighbourScores(self.offsets[start : stop + 1] - lo, self.items[lo:hi], self.values[lo:hi])
+from basketgnn.scoring.tifu import SparseScores as NeighbourScores
 
 
 class NeighbourPool:
@@ -131,32 +114,17 @@ class NeighbourPool:
         are found once and each k averages its nearest prefix (as TIFU-KNN's tuning does)."""
         if data.n_items != self.vectors.n_cols:
             raise ValueError(f"pool has {self.vectors.n_cols} items but the data {data.n_items}")
-        n = len(instances)
         own = customer_vectors(
             data.histories(instances.users, instances.n_history), data.n_items, self.m, self.r_b, self.r_g
         )
         codes = self.query_codes(data.user_ids[instances.users])
         top = min(self.top, data.n_items)
-        lengths = {k: np.zeros(n, dtype=np.int64) for k in ks}
-        items: dict[int, list[np.ndarray]] = {k: [] for k in ks}
-        values: dict[int, list[np.ndarray]] = {k: [] for k in ks}
-        for rows, _, nbrs in query_chunks(self._index, own, codes, max(ks)):
+        parts: dict[int, list[NeighbourScores]] = {k: [] for k in ks}
+        for _, _, nbrs in query_chunks(self._index, own, codes, max(ks)):
             for k in ks:
                 mean = self._index.mean(nbrs[:, :k])  # [c, I] float32
-                keep = _top_entries(mean, top) & (mean > 0)  # [c, I]
-                peak = mean.max(axis=1, keepdims=True)  # [c, 1]
-                r, i = np.nonzero(keep)  # row-major: each row's items ascending
-                lengths[k][rows] = np.bincount(r, minlength=keep.shape[0])
-                items[k].append(i)
-                values[k].append((mean[r, i] / peak[r, 0]).astype(np.float32))
-        return {
-            k: NeighbourScores(
-                _offsets(lengths[k]),
-                np.concatenate(items[k]) if items[k] else np.zeros(0, np.int64),
-                np.concatenate(values[k]) if values[k] else np.zeros(0, np.float32),
-            )
-            for k in ks
-        }
+                parts[k].append(NeighbourScores.top_scaled(mean, top, np.float32))
+        return {k: NeighbourScores.concat(parts[k]) for k in ks}
 
     def with_k(self, k: int) -> NeighbourPool:
         """The same pool averaging ``k`` neighbours."""
@@ -183,27 +151,6 @@ class NeighbourPool:
             vectors, np.asarray(state["customer_ids"], dtype=str),
             state["k"], state["m"], state["r_b"], state["r_g"], state["top"],
         )
-
-
-
-def _top_entries(x: np.ndarray, top: int) -> np.ndarray:
-    """Mask of each row's ``top`` largest entries; ties at the cut go to the lower column.
-
-    Shapes: x [c, I] -> [c, I] bool with exactly min(top, I) True per row.
-    """
-    if top >= x.shape[1]:
-        return np.ones(x.shape, dtype=bool)
-    cut = torch.topk(torch.from_numpy(x), top, dim=1).values[:, -1:].numpy()  # [c, 1] top-th value
-    keep = x > cut
-    equal = x == cut  # [c, I]; at least `room` entries per row
-    room = top - keep.sum(axis=1)  # [c] places left for entries equal to the cut
-    keep |= equal
-    # Only rows with more entries equal to the cut than places need the lowest-column rule.
-    crowded = np.flatnonzero(equal.sum(axis=1) > room)
-    if len(crowded):
-        fill = equal[crowded] & (np.cumsum(equal[crowded], axis=1) <= room[crowded, None])
-        keep[crowded] = (x[crowded] > cut[crowded]) | fill
-    return keep
 
 
 def fuse_neighbours(logits: np.ndarray, neighbours: NeighbourScores, weight: float) -> np.ndarray:

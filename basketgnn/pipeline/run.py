@@ -166,7 +166,10 @@ class ModelsSpec(_Section):
 class RecommendSpec(_Section):
     k: int = Field(20, ge=1, description="Items recommended per customer.")
     model: str = Field(
-        registry.DEFAULT_MODEL, description="The model (registry name) that makes the recommendations."
+        registry.DEFAULT_MODEL,
+        description="The model (registry name) that makes the recommendations, or auto (the "
+        "model with the best validation criterion, the mean of recall, NDCG and PHR at 10 and 20 "
+        "on the validation customers).",
     )
 
 
@@ -263,10 +266,10 @@ def load_job(config_path: str | Path) -> Job:
             f"{config_path}: models: name at least one baseline or trained model "
             f"({', '.join(registry.names('neural'))})."
         )
-    if spec.recommend.model not in models:
+    if spec.recommend.model not in [*models, AUTO_MODEL]:
         raise UserError(
             f"{config_path}: recommend.model is {spec.recommend.model!r}, which this job does not "
-            f"train; choose one of {', '.join(models)}."
+            f"train; choose one of {', '.join(models)} or {AUTO_MODEL}."
         )
     return Job(
         config_path=config_path.resolve(),
@@ -520,15 +523,21 @@ class _Runner:
 
         evaluate = self.stage(
             "evaluate",
-            {"baselines": [[n, o] for n, o in job.baselines], "part": EVALUATED_PART},
+            {"baselines": [[n, o] for n, o in job.baselines], "part": EVALUATED_PART,
+             "validation": "criterion/1"},
             [split, *fits.values()],
             lambda d: self._evaluate(d, prepare, split, fits),
         )
         records = json.loads((evaluate.dir / "results.json").read_text())
         self._show_results(records)
 
-        model = spec.recommend.model
+        model, selection = spec.recommend.model, None
+        if model == AUTO_MODEL:
+            model, selection = select_by_validation(records)
+            self.say(f"  recommend.model auto: {selection['reason']}")
         rec_settings: dict[str, Any] = {"model": model, "k": spec.recommend.k}
+        if selection is not None:
+            rec_settings["selection"] = selection
         if model in fits:
             rec_deps = [prepare, fits[model]]
         else:
@@ -538,7 +547,7 @@ class _Runner:
             "recommend",
             rec_settings,
             rec_deps,
-            lambda d: self._recommend(d, prepare, split, fits),
+            lambda d: self._recommend(d, prepare, split, fits, model, selection),
         )
 
         stages = [prepare, split, *fits.values(), evaluate, recommend]
@@ -707,6 +716,7 @@ class _Runner:
             outcome = workflow.fit(workflow.ModelEntry(name, options), data, sp)
             result = workflow.evaluate(outcome, data, sp, EVALUATED_PART, source)
             records.append(result.to_json())
+            records[-1]["validation"] = validation_record(outcome.recommender, data, sp)
             self.say(f"  {name}: fitted and evaluated in {sum(result.timing_s.values()):.1f}s")
         for name, fit in fits.items():
             # Trained in its fit stage: only evaluated here, with that stage's fit time.
@@ -718,6 +728,7 @@ class _Runner:
             record["params"].update(
                 best_epoch=fit.info["best_epoch"], epochs_run=fit.info["epochs_run"]
             )
+            record["validation"] = validation_record(outcome.recommender, data, sp)
             records.append(record)
             self.say(f"  {name}: evaluated in {result.timing_s['score']:.1f}s")
         write_json(folder / "results.json", records)
@@ -731,12 +742,17 @@ class _Runner:
             self.say(f"  {to_line(table, i)}")
 
     def _recommend(
-        self, folder: Path, prepare: _Stage, split: _Stage, fits: dict[str, _Stage]
+        self,
+        folder: Path,
+        prepare: _Stage,
+        split: _Stage,
+        fits: dict[str, _Stage],
+        name: str,
+        selection: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         from basketgnn import workflow
         from basketgnn.recommend import write_recommendations
 
-        name = self.job.spec.recommend.model
         data = self.data(prepare)
         model: Any
         if name in fits:
@@ -749,7 +765,8 @@ class _Runner:
             write_recommendations(frame, folder / f)
         k = int(frame["rank"].max())
         self.say(f"  top-{k} by {name} for all {data.n_users:,} customers ({len(frame):,} rows)")
-        return {"model": name, "k": k, "customers": data.n_users, "rows": len(frame)}
+        info = {"model": name, "k": k, "customers": data.n_users, "rows": len(frame)}
+        return info if selection is None else {**info, "selection": selection}
 
     def _report(
         self,
@@ -763,7 +780,7 @@ class _Runner:
     ) -> dict[str, Any]:
         from basketgnn.pipeline.report import write_report
 
-        rec_model = self.job.spec.recommend.model
+        rec_model = recommend.info["model"]  # the chosen one when recommend.model is auto
         charted = rec_model if rec_model in fits else next(iter(fits), None)
         # Only what the stages recorded goes in, so an unchanged job writes identical files.
         summary = {
@@ -792,7 +809,8 @@ class _Runner:
                 for name, fit in fits.items()
             },
             "recommendations": {
-                **{k: recommend.info[k] for k in ("model", "k", "customers", "rows")},
+                **{k: recommend.info[k] for k in ("model", "k", "customers", "rows", "selection")
+                   if k in recommend.info},
                 "files": list(RECOMMENDATION_FILES),
             },
             "timing_s": {
@@ -840,3 +858,36 @@ def _in_job_terms(e: UserError, config_name: str) -> UserError:
 
 def _finite(metrics: dict[str, float]) -> dict[str, float | None]:
     return {k: None if math.isnan(v) else round(float(v), 6) for k, v in metrics.items()}
+
+
+#: ``recommend.model`` value that picks the model by validation (:func:`select_by_validation`).
+AUTO_MODEL = "auto"
+
+
+def validation_record(model: Any, data: BasketData, sp: Split) -> dict[str, Any]:
+    """A fitted model's ranking metrics on the validation customers and its validation
+    criterion (``scoring.fusion.CRITERION`` at the cut-offs that fit the catalogue), the figure
+    ``recommend.model: auto`` compares."""
+    from basketgnn.evaluate import evaluate_model
+    from basketgnn.scoring.fusion import CRITERION, criterion_ks
+
+    cuts = criterion_ks(data.n_items)
+    metrics, _ = evaluate_model(model, data, sp["validate"], ks=cuts)
+    values = {f"{m}@{k}": metrics[f"{m}@{k}"] for m in CRITERION for k in cuts}
+    return {"criterion": sum(values.values()) / len(values), "metrics": values}
+
+
+def select_by_validation(records: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+    """The model whose validation criterion is best (ties: the first listed), and why.
+
+    Shapes: records of the evaluate stage, each with a ``validation`` entry.
+    """
+    scores = {r["model"]: r["validation"]["criterion"] for r in records}
+    best = max(scores, key=lambda name: scores[name])  # max keeps the first of equals
+    others = ", ".join(f"{n} {v:.4f}" for n, v in scores.items() if n != best)
+    reason = (
+        f"{best}, best validation mean of recall, NDCG and PHR at 10 and 20: "
+        f"{scores[best]:.4f}" + (f" (against {others})" if others else "")
+    )
+    return best, {"rule": "best validation criterion", "validation_criterion": scores,
+                  "reason": reason}

@@ -24,7 +24,7 @@ def _legacy_checkpoint(path, data, train, with_neighbours: bool) -> tuple[DNNTSP
     model = DNNTSP.from_config(data.n_items, config)
     state = {
         "format": "basketgnn-dnntsp-checkpoint/1",
-        "config": config.model_dump(),
+        "config": config.model_dump(exclude={"fusion"}),  # the option came later
         "num_items": model.num_items,
         "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
         "item_ids": [str(i) for i in data.item_ids.tolist()],

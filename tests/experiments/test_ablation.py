@@ -101,7 +101,8 @@ def test_grid_writes_one_line_per_run_and_skips_finished_runs(tmp_path, dataset,
             assert r["config"]["gcn"] == (r["variant"] == "full")
             assert r["config"]["seed"] == r["seed"] and r["config"]["epochs"] == 2
             assert 1 <= r["best_epoch"] <= r["epochs_run"] <= 2
-            assert set(r["neighbours"]) == {"k", "weight"}  # the validation choice (auto)
+            # the validation choice of the default add-on, fusion with TIFU-KNN
+            assert set(r["neighbours"]) == {"kind", "k", "weight"} and r["neighbours"]["kind"] == "tifu-fusion"
         else:
             assert r["best_epoch"] is None and r["epochs_run"] is None and r["neighbours"] is None
     # One hash per setting: the seeds of a variant share it (the seed is its own key part).
@@ -222,7 +223,14 @@ def test_ablate_writes_table_and_chart_from_the_lines(tmp_path, dataset):
     for name in ("full", "no-gcn", "p-topfreq"):
         assert re.search(rf"^\| {re.escape(name)} \| \d \|", table, re.M)
     assert "±" in table and "| variant | n | " + " | ".join(TABLE_METRICS) + " |" in table
-    assert bold_cells_per_column(table, "synth") == [1] * len(TABLE_METRICS)
+    # The best cell of each column is bold; equal bests all are (two variants whose fusion
+    # both chose TIFU-KNN alone rank identically).
+    section = table.split("## synth\n", 1)[1].split("\n## ", 1)[0]
+    rows = [r for r in section.splitlines() if r.startswith("| ") and "---" not in r][1:]
+    cells = [[c.strip() for c in r.strip("|").split("|")][2:] for r in rows]
+    for j in range(len(TABLE_METRICS)):
+        means = [float(c[j].strip("*").split(" ")[0]) for c in cells]
+        assert [c[j].startswith("**") for c in cells] == [m == max(means) for m in means]
     assert outputs.chart.read_bytes().startswith(b"\x89PNG")
 
     # --table-only: the same files again from results.jsonl, nothing trained.

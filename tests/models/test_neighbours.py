@@ -118,7 +118,7 @@ def test_pool_survives_the_checkpoint(tmp_path):
 def test_auto_choice_is_the_best_validation_grid_point():
     data = random_data(5, n_users=80)
     sp = make_split(data, "temporal")
-    rec = NeuralRecommender(SPEC, DNNTSPConfig(epochs=2, embed_dim=8, batch_size=16))
+    rec = NeuralRecommender(SPEC, DNNTSPConfig(epochs=2, embed_dim=8, batch_size=16, fusion="neighbours"))
     rec.fit(data, sp["train"], sp["validate"])
     choice = rec.result.addon
     assert len(choice.grid) == len(NEIGHBOUR_WEIGHTS) * len(NEIGHBOUR_KS)
@@ -154,18 +154,6 @@ def test_no_target_basket_and_no_own_row_reaches_the_neighbour_scores():
         assert (got[1:, 9] > 0).all(), part  # ... but the others' neighbour
 
 
-def test_top_entries_ties_go_to_the_lower_column():
-    from basketgnn.models.neighbours import _top_entries
-
-    x = np.array([[0.5, 0.2, 0.5, 0.5, 0.1], [0.0, 0.3, 0.0, 0.0, 0.0], [1, 2, 3, 4, 5.0]])
-    got = _top_entries(x, 2)
-    assert got.sum(axis=1).tolist() == [2, 2, 2]
-    assert got[0].tolist() == [True, False, True, False, False]  # three 0.5s: the first two
-    assert got[1].tolist() == [True, True, False, False, False]  # 0.3, then the first 0.0
-    assert got[2].tolist() == [False, False, False, True, True]
-    assert _top_entries(x, 5).all() and _top_entries(x, 9).all()
-
-
 def test_weight_zero_checkpoint_has_no_pool(tmp_path):
     data = random_data(7, n_users=60)
     sp = make_split(data, "temporal")
@@ -187,10 +175,13 @@ def test_rows_slice_and_chunked_choice_agree(monkeypatch):
 
     data = random_data(8, n_users=60)
     sp = make_split(data, "temporal")
-    whole = NeuralRecommender(SPEC, DNNTSPConfig(epochs=1, embed_dim=8)).fit(data, sp["train"], sp["validate"])
-    monkeypatch.setattr(addons, "_FUSE_CHUNK", 7)
-    chunked = NeuralRecommender(SPEC, DNNTSPConfig(epochs=1, embed_dim=8)).fit(data, sp["train"], sp["validate"])
-    assert whole.result.addon.grid == chunked.result.addon.grid
+    for fusion in ("neighbours", "tifu"):
+        config = DNNTSPConfig(epochs=1, embed_dim=8, fusion=fusion)
+        monkeypatch.setattr(addons, "_FUSE_CHUNK", 2048)
+        whole = NeuralRecommender(SPEC, config).fit(data, sp["train"], sp["validate"])
+        monkeypatch.setattr(addons, "_FUSE_CHUNK", 7)
+        chunked = NeuralRecommender(SPEC, config).fit(data, sp["train"], sp["validate"])
+        assert whole.result.addon.grid == chunked.result.addon.grid, fusion
     assert len(sp["validate"]) > 7
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -424,3 +425,26 @@ def test_a_run_starts_by_completing_outputs_a_crash_left_half_moved(
     assert "moved into place the rest of the outputs an interrupted run had staged" in out.getvalue()
     assert summary["ran"] == []
     assert "Renamed report" in (run_dir / "report.html").read_text()
+
+
+def test_recommend_model_auto_uses_the_best_on_validation_and_says_why(log, tmp_path):
+    config = write_job(
+        tmp_path, log[0],
+        models={"baselines": ["g-topfreq", "p-topfreq"], "dnntsp": None},
+        recommend={"model": "auto"},
+    )
+    out = io.StringIO()
+    run(config, out)
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    crit = {r["model"]: r["validation"]["criterion"] for r in metrics["models"]}
+    for r in metrics["models"]:  # the mean of recall, NDCG and PHR at 10 and 20 on validation
+        assert r["validation"]["criterion"] == pytest.approx(np.mean(list(r["validation"]["metrics"].values())))
+        assert len(r["validation"]["metrics"]) == 6
+    best = max(crit, key=crit.get)
+    assert crit["g-topfreq"] != crit["p-topfreq"]
+    chosen = metrics["recommendations"]
+    assert chosen["model"] == best and chosen["selection"]["validation_criterion"] == crit
+    assert f"recommend.model auto: {best}, best validation" in out.getvalue()
+    assert "recommend.model auto" in (tmp_path / "run" / "pipeline.log").read_text()
+    recs = pd.read_parquet(tmp_path / "run" / "recommendations.parquet")
+    assert len(recs) > 0

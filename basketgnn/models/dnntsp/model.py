@@ -20,8 +20,6 @@ import torch
 from pydantic import (
     ConfigDict,
     Field,
-    ValidationInfo,
-    field_validator,
     model_validator,
 )
 from torch import nn
@@ -80,33 +78,12 @@ class DNNTSPConfig(TrainOptions):
         description="Beyond the paper: rank items outside the history per customer with DIN's "
         "target attention over the customer's item vectors.",
     )
-    neighbour_weight: float | Literal["auto"] = Field(
-        "auto",
-        description="Beyond the paper: rank items by sigmoid(score) + neighbour_weight * n, n in "
-        "[0, 1] being what the customer's nearest training customers buy (TIFU-KNN's neighbour "
-        "mean, best item = 1). auto: chosen on the validation customers after training, "
-        "0 (off) included; 0: off; a number > 0: that weight.",
-    )
-    neighbour_k: int | Literal["auto"] = Field(
-        "auto", description="Nearest training customers averaged (auto: 100 or 300, chosen on validation)."
-    )
-    neighbour_top: int = Field(
-        100, ge=1, description="Neighbour-score entries kept per customer."
-    )
     item_prior: bool = Field(
         False,
         description="Beyond the paper: a per-item output bias, initialised to the log-odds of "
         "each item's frequency in the training targets, so training starts from popularity "
         "rather than from all logits at 0.",
     )
-
-    @field_validator("neighbour_weight", "neighbour_k")
-    @classmethod
-    def _auto_or_at_least(cls, value: float | str, info: ValidationInfo) -> float | str:
-        lowest = 0 if info.field_name == "neighbour_weight" else 1
-        if not isinstance(value, str) and value < lowest:
-            raise ValueError(f"must be 'auto' or a number >= {lowest}")
-        return value
 
     @model_validator(mode="after")
     def _heads_divide_embedding(self) -> DNNTSPConfig:

@@ -1,0 +1,419 @@
+"""Fusing any model's scores with TIFU-KNN's whole score, the weight chosen on validation.
+
+For a customer u and item i, with s_{u,i} the trained model's score and t_{u,i} TIFU-KNN's score
+(:mod:`basketgnn.scoring.tifu`: α · own decayed frequency + (1 − α) · neighbour mean), both are
+put on a rank-compatible [0, 1] scale per customer,
+
+    p_{u,i} = sigmoid(s_{u,i})                        (transform "sigmoid", for logits), or
+    p_{u,i} = (s_{u,i} − min_j s_{u,j}) / (max_j s_{u,j} − min_j s_{u,j})   ("minmax", any score)
+    q_{u,i} = t_{u,i} / max_j t_{u,j}                 (0 for a customer with no TIFU score)
+
+and items are ranked by the convex combination
+
+    f_{u,i} = (1 − λ) · p_{u,i} + λ · q_{u,i}.
+
+λ = 0 is the model alone (its own scores are returned untouched) and λ = 1 is TIFU-KNN alone
+(its ranking, tie for tie, over the kept entries). :func:`choose_fusion` tunes TIFU-KNN's
+hyperparameters on the validation customers exactly as ``TifuKnn`` does (mean NDCG@10,20),
+then picks (λ, α) from a grid that contains both ends, by the mean of recall, NDCG and PHR at
+10 and 20 on the same validation customers. Ties go to the smaller λ, then to TIFU's tuned α.
+By default a fused point (0 < λ < 1, or TIFU at another α) is only taken when it beats the
+better part alone by more than one standard error of the paired per-customer difference (the
+one-standard-error rule: prefer the simpler choice when the gain is within noise); otherwise
+that part alone is used. So the fused model is at least as good on validation as the better of
+its two parts.
+
+Only each customer's ``top`` largest entries of q are kept (CSR), so memory is O(n · top) and
+not O(n · I); λ = 1 therefore equals TIFU-KNN's ranking on the first ``top`` positions. The
+TIFU pool (training customers over their whole visible sequence) is keyed by customer id: pool
+rows with the query's own id are never its neighbours, so on a temporal split no target basket
+of the customer reaches its scores. Scores are fused ``chunk`` rows at a time.
+
+:class:`ScoreFusion` is model-agnostic and picklable: ``prepare`` runs the neighbour search
+(it can run in a thread beside the model's scoring), ``apply`` fuses, ``state`` /
+``from_state`` go through a checkpoint as plain arrays and numbers.
+
+Shapes in this module: n instances, P pool customers, I items.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from basketgnn.data.dataset import BasketData
+from basketgnn.data.split import Instances
+from basketgnn.metrics import ranking_metrics, top_k
+from basketgnn.scoring.tifu import (
+    NeighbourIndex,
+    SparseRows,
+    SparseScores,
+    TifuParams,
+    combine,
+    customer_codes,
+    customer_vectors,
+    pool_vectors,
+    query_chunks,
+    tune_tifu,
+)
+
+#: Fusion weights λ tried on validation; 0 (model alone) and 1 (TIFU-KNN alone) are the ends.
+FUSION_WEIGHTS: tuple[float, ...] = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+#: TIFU α values tried beside the tuned one (0: the neighbour mean alone).
+FUSION_ALPHAS: tuple[float, ...] = (0.0, 0.2, 0.5, 0.8)
+#: The validation metrics whose mean at 10 and 20 picks (λ, α).
+CRITERION: tuple[str, ...] = ("recall", "ndcg", "phr")
+CRITERION_KS: tuple[int, ...] = (10, 20)
+#: TIFU entries kept per customer.
+DEFAULT_TOP = 200
+_CHUNK = 2048  # rows fused at a time (memory: chunk x I float64)
+
+Transform = Literal["sigmoid", "minmax"]
+
+
+class TifuScorer:
+    """TIFU-KNN's score of any instance from a fixed pool of training customers.
+
+    Args:
+        vectors: pool vectors, SparseRows [P, I] (built with ``params``' m, r_b, r_g).
+        customer_ids: [P] customer id of each pool row (never a neighbour of the same id).
+        params: TIFU hyperparameters.
+        top: entries kept per instance.
+    """
+
+    def __init__(self, vectors: SparseRows, customer_ids: np.ndarray, params: TifuParams, top: int) -> None:
+        if top < 1:
+            raise ValueError(f"top must be >= 1, got {top}")
+        self.vectors, self.params, self.top = vectors, params, int(top)
+        self.customer_ids = np.asarray(customer_ids).astype(str)
+        pool_codes, _ = customer_codes(self.customer_ids, np.zeros(0, dtype=str))
+        # float64 search: the same neighbours as TifuKnn, tie for tie.
+        self._index = NeighbourIndex(vectors, pool_codes, dtype=np.float64)
+
+    @classmethod
+    def build(cls, data: BasketData, train: Instances, params: TifuParams, top: int = DEFAULT_TOP) -> TifuScorer:
+        """The pool of ``train``'s customers, each over its history and target basket."""
+        vectors = pool_vectors(data, train, params.m, params.r_b, params.r_g)
+        return cls(vectors, data.user_ids[train.users], params, top)
+
+    def scores(
+        self, data: BasketData, instances: Instances, alphas: Sequence[float] | None = None
+    ) -> dict[float, SparseScores]:
+        """Each instance's TIFU score from its history baskets, per α (default: the params'
+        α): the ``top`` largest entries, divided by the instance's largest one (so in (0, 1]).
+
+        Shapes: -> {α: SparseScores of len(instances) rows}.
+        """
+        if data.n_items != self.vectors.n_cols:
+            raise ValueError(f"TIFU pool has {self.vectors.n_cols} items but the data {data.n_items}")
+        alphas = tuple(alphas) if alphas is not None else (self.params.alpha,)
+        p = self.params
+        own = customer_vectors(data.histories(instances.users, instances.n_history), data.n_items, p.m, p.r_b, p.r_g)
+        _, codes = customer_codes(self.customer_ids, data.user_ids[instances.users])
+        top = min(self.top, data.n_items)
+        parts: dict[float, list[SparseScores]] = {a: [] for a in alphas}
+        for _, own_dense, nbrs in query_chunks(self._index, own, codes, p.k):
+            mean = self._index.mean(nbrs)  # [c, I]
+            for a in alphas:
+                # float64: dividing TifuKnn's float32 scores keeps distinct values distinct.
+                parts[a].append(SparseScores.top_scaled(combine(own_dense, mean, a), top, np.float64))
+        return {a: SparseScores.concat(parts[a]) for a in alphas}
+
+    def state(self) -> dict[str, Any]:
+        v = self.vectors
+        return {
+            "indptr": v.indptr, "indices": v.indices, "values": v.values, "n_items": v.n_cols,
+            "customer_ids": self.customer_ids.tolist(), "params": asdict(self.params), "top": self.top,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> TifuScorer:
+        vectors = SparseRows(
+            np.asarray(state["indptr"]), np.asarray(state["indices"]),
+            np.asarray(state["values"]), int(state["n_items"]),
+        )
+        return cls(vectors, np.asarray(state["customer_ids"], dtype=str), TifuParams(**state["params"]), state["top"])
+
+
+def normalise(scores: np.ndarray, transform: Transform) -> np.ndarray:
+    """The model's scores on a [0, 1] scale, order kept within each row, in float64 (in
+    float32 every logit above ~16.6 would have sigmoid exactly 1.0).
+
+    Shapes: [n, I] -> [n, I] float64.
+    """
+    x = np.asarray(scores, dtype=np.float64)
+    if transform == "sigmoid":
+        return torch.sigmoid(torch.from_numpy(x)).numpy()
+    if transform == "minmax":
+        lo, hi = x.min(axis=1, keepdims=True), x.max(axis=1, keepdims=True)
+        return (x - lo) / np.where(hi > lo, hi - lo, 1.0)
+    raise ValueError(f"unknown transform {transform!r}; use 'sigmoid' or 'minmax'")
+
+
+def fuse(scores: np.ndarray, tifu: SparseScores | None, weight: float, transform: Transform) -> np.ndarray:
+    """(1 − weight) · normalise(scores) + weight · tifu (module docstring); weight 0 returns the
+    model's scores as given and weight 1 the TIFU scores alone.
+
+    Shapes: scores [n, I], tifu of n rows -> [n, I] (float64 unless weight is 0).
+    """
+    if weight == 0:
+        return scores
+    if tifu is None or len(tifu) != len(scores):
+        raise ValueError(f"TIFU scores for {0 if tifu is None else len(tifu)} instances, model scores for {len(scores)}")
+    out = np.zeros(scores.shape, np.float64) if weight == 1 else (1.0 - weight) * normalise(scores, transform)
+    return tifu.add_to(out, weight)
+
+
+@dataclass(frozen=True)
+class FusionPoint:
+    """One grid point: fusion weight λ, TIFU α, and its validation criterion."""
+
+    weight: float
+    alpha: float
+    validation_criterion: float
+
+
+@dataclass
+class ScoreFusion:
+    """A chosen fusion: weight λ, TIFU α and the TIFU pool (None when λ = 0).
+
+    ``grid`` holds every point's validation criterion; ``tifu_validation`` TIFU-KNN's own
+    tuning objective (mean NDCG@10,20) for the record.
+    """
+
+    weight: float
+    transform: Transform
+    scorer: TifuScorer | None
+    grid: list[FusionPoint] = field(default_factory=list)
+    tifu_validation: float | None = None
+    #: TIFU-KNN's parameters as tuned (or given), before the grid's choice of α.
+    tuned_tifu: TifuParams | None = None
+    #: How the grid's best point compared with the better part alone (see choose_fusion's rule).
+    selection: dict[str, Any] | None = None
+
+    @property
+    def alpha(self) -> float | None:
+        return None if self.scorer is None else self.scorer.params.alpha
+
+    def prepare(self, data: BasketData, instances: Instances) -> SparseScores | None:
+        """The neighbour search: the instances' kept TIFU scores (None when λ = 0)."""
+        if self.scorer is None or self.weight == 0:
+            return None
+        return self.scorer.scores(data, instances)[self.scorer.params.alpha]
+
+    def apply(
+        self,
+        scores: np.ndarray,
+        data: BasketData,
+        instances: Instances,
+        prepared: SparseScores | None = None,
+        chunk: int = _CHUNK,
+    ) -> np.ndarray:
+        """The fused ranking scores of ``instances`` from the model's ``scores``
+        (``prepared``: this fusion's :meth:`prepare` of the same instances, if already made).
+
+        Shapes: scores [n, I] -> [n, I] (float64 when fused, the model's own when λ = 0).
+        """
+        if self.weight == 0 or self.scorer is None:
+            return scores
+        tifu = prepared if prepared is not None else self.prepare(data, instances)
+        out = np.empty(scores.shape, np.float64)
+        for start in range(0, len(scores), chunk):
+            stop = min(start + chunk, len(scores))
+            out[start:stop] = fuse(scores[start:stop], tifu.rows(start, stop), self.weight, self.transform)
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        """The choice as plain numbers (for logs, results and the CLI)."""
+        best = max((g.validation_criterion for g in self.grid), default=None)
+        p = self.scorer.params if self.scorer is not None else None
+        alone = self.tuned_tifu.alpha if self.tuned_tifu is not None else None  # TIFU-KNN's own α
+        return {
+            "weight": self.weight,
+            "tifu": None if p is None else asdict(p),
+            "validation_criterion": best,
+            "model_alone": next((g.validation_criterion for g in self.grid if g.weight == 0), None),
+            "tifu_alone": next(
+                (g.validation_criterion for g in self.grid if g.weight == 1 and g.alpha == alone), None
+            ),
+            "selection": self.selection,
+        }
+
+    def describe(self) -> str:
+        """One line saying what validation chose, and why."""
+        s = self.summary()
+        why = (
+            f"validation criterion: grid best {s['validation_criterion']:.4f}, model alone "
+            f"{s['model_alone']:.4f}"
+            + (f", TIFU-KNN alone {s['tifu_alone']:.4f}" if s["tifu_alone"] is not None else "")
+            if s["validation_criterion"] is not None and s["model_alone"] is not None
+            else "fixed"
+        )
+        sel = self.selection
+        if sel is not None and sel["rule"] == "1se":
+            why += (
+                f"; the best fused point beats the better part by {sel['gain_over_better_part']:.4f}"
+                f" (1 standard error {sel['standard_error']:.4f})"
+            )
+        if self.weight == 0:
+            return f"fusion with TIFU-KNN: off (the model alone; {why})"
+        p = s["tifu"]
+        return (
+            f"fusion with TIFU-KNN: weight {self.weight} (k={p['k']}, m={p['m']}, r_b={p['r_b']}, "
+            f"r_g={p['r_g']}, alpha={p['alpha']}; {why})"
+        )
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "kind": "tifu-fusion/1",
+            "weight": self.weight,
+            "transform": self.transform,
+            "scorer": None if self.scorer is None else self.scorer.state(),
+            "grid": [asdict(g) for g in self.grid],
+            "tifu_validation": self.tifu_validation,
+            "tuned_tifu": None if self.tuned_tifu is None else asdict(self.tuned_tifu),
+            "selection": self.selection,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> ScoreFusion:
+        if state.get("kind") != "tifu-fusion/1":
+            raise ValueError(f"not a fusion state (kind {state.get('kind')!r})")
+        scorer = None if state["scorer"] is None else TifuScorer.from_state(state["scorer"])
+        return cls(
+            float(state["weight"]), state["transform"], scorer,
+            [FusionPoint(**g) for g in state["grid"]], state["tifu_validation"],
+            None if state.get("tuned_tifu") is None else TifuParams(**state["tuned_tifu"]),
+            state.get("selection"),
+        )
+
+
+def validation_criterion(ranked: np.ndarray, data: BasketData, instances: Instances) -> float:
+    """Mean of recall, NDCG and PHR at 10 and 20 (the cut-offs that fit the catalogue).
+
+    Shapes: ranked [n, ≥ max cut-off] item indices, best first.
+    """
+    targets = data.targets(instances.users, instances.n_history)
+    cuts = criterion_ks(data.n_items)
+    m = ranking_metrics(ranked[:, : max(cuts)], targets.values, targets.offsets, data.n_items, ks=cuts)
+    return float(np.mean([m[f"{name}@{k}"] for name in CRITERION for k in cuts]))
+
+
+def criterion_ks(n_items: int) -> tuple[int, ...]:
+    return tuple(k for k in CRITERION_KS if k <= n_items) or (n_items,)
+
+
+def customer_criterion(ranked: np.ndarray, data: BasketData, instances: Instances) -> np.ndarray:
+    """Each instance's own mean of recall, NDCG and PHR at the criterion cut-offs (as
+    ``metrics.ranking_metrics`` defines them); their mean is :func:`validation_criterion`.
+
+    Shapes: ranked [n, ≥ max cut-off] item indices, best first -> [n] float64.
+    """
+    n, n_items = len(instances), data.n_items
+    cuts = criterion_ks(n_items)
+    targets = data.targets(instances.users, instances.n_history)
+    owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(targets.offsets))
+    keys = np.unique(owner * n_items + targets.values.astype(np.int64))  # targets as sets
+    sizes = np.bincount(keys // n_items, minlength=n)  # [n]
+    ranked_keys = np.arange(n, dtype=np.int64)[:, None] * n_items + ranked[:, : max(cuts)]
+    hits = np.isin(ranked_keys, keys)  # [n, K]
+    gain = 1.0 / np.log2(np.arange(2, max(cuts) + 2))  # [K] DCG discount of each position
+    ideal = np.cumsum(gain)  # [K] ideal DCG of j + 1 relevant items
+    total = np.zeros(n)
+    for k in cuts:
+        found = hits[:, :k]
+        total += found.sum(axis=1) / sizes  # recall
+        total += (found * gain[:k]).sum(axis=1) / ideal[np.minimum(sizes, k) - 1]  # NDCG
+        total += found.any(axis=1)  # PHR
+    return total / (len(CRITERION) * len(cuts))
+
+
+def choose_fusion(
+    val_scores: np.ndarray,
+    data: BasketData,
+    train: Instances,
+    validate: Instances,
+    *,
+    transform: Transform = "sigmoid",
+    tifu: TifuParams | None = None,
+    weights: Sequence[float] = FUSION_WEIGHTS,
+    alphas: Sequence[float] = FUSION_ALPHAS,
+    top: int = DEFAULT_TOP,
+    tune_sample: int | None = 2000,
+    seed: int = 0,
+    chunk: int = _CHUNK,
+    rule: Literal["1se", "best"] = "1se",
+) -> ScoreFusion:
+    """Choose the fusion of a trained model with TIFU-KNN on the validation customers.
+
+    Args:
+        val_scores: the trained model's scores of ``validate``, [n_val, I].
+        data, train, validate: the data, the training instances (TIFU's pool) and the
+            validation instances (whose targets choose).
+        transform: how the model's scores are put on [0, 1] ("sigmoid" for logits).
+        tifu: TIFU-KNN's hyperparameters; None tunes them on ``validate`` as TifuKnn does.
+        weights, alphas: the grid of λ and of α beside TIFU's own (module docstring).
+        top: TIFU entries kept per customer.
+        rule: "best": the grid point with the best criterion; "1se" (the one-standard-error
+            rule): that point only when it beats the better part alone (λ = 0, or λ = 1 at
+            TIFU's tuned α) by more than one standard error of the paired per-customer
+            difference, else that part alone. Either way the choice is at least as good on
+            validation as each part alone.
+    """
+    if len(val_scores) != len(validate) or val_scores.shape[1] != data.n_items:
+        raise ValueError(f"validation scores {val_scores.shape} for {len(validate)} instances and {data.n_items} items")
+    tifu_validation = None
+    if tifu is None:
+        tifu, tifu_validation = tune_tifu(data, train, validate, TifuParams(), sample=tune_sample, seed=seed)
+    weights = sorted({float(w) for w in weights} | {0.0, 1.0})
+    alpha_list = [float(tifu.alpha)] + sorted({float(a) for a in alphas} - {float(tifu.alpha)})
+    scorer = TifuScorer.build(data, train, tifu, top)
+    by_alpha = scorer.scores(data, validate, alpha_list)
+    cut = max(criterion_ks(data.n_items))
+    points = [(w, a) for w in weights for a in alpha_list if w > 0 or a == alpha_list[0]]
+    ranked = {key: np.empty((len(validate), cut), np.int64) for key in points}
+    for start in range(0, len(validate), chunk):
+        stop = min(start + chunk, len(validate))
+        model = val_scores[start:stop]
+        for w, a in points:  # the model alone (w = 0) does not depend on α: one point
+            ranked[w, a][start:stop] = top_k(fuse(model, by_alpha[a].rows(start, stop), w, transform), cut)
+    per_customer = {key: customer_criterion(ranked[key], data, validate) for key in points}  # [n_val] each
+    grid = [FusionPoint(w, a, round(float(per_customer[w, a].mean()), 6)) for w, a in points]
+
+    def order(g: FusionPoint) -> tuple[float, float, int]:  # ties: smaller λ, then TIFU's own α
+        return g.validation_criterion, -g.weight, -alpha_list.index(g.alpha)
+
+    best = max(grid, key=order)
+    part = max((g for g in grid if g.weight == 0 or (g.weight == 1 and g.alpha == tifu.alpha)), key=order)
+    diff = per_customer[best.weight, best.alpha] - per_customer[part.weight, part.alpha]  # [n_val]
+    se = float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
+    gain = float(diff.mean())
+    if rule == "1se" and best != part and gain <= se:
+        best = part
+    elif rule not in ("1se", "best"):
+        raise ValueError(f"unknown rule {rule!r}; use '1se' or 'best'")
+    why = {"rule": rule, "gain_over_better_part": round(gain, 6), "standard_error": round(se, 6)}
+    if best.weight == 0:
+        return ScoreFusion(0.0, transform, None, grid, tifu_validation, tifu, why)
+    chosen = TifuParams(tifu.k, tifu.m, tifu.r_b, tifu.r_g, best.alpha)
+    scorer = TifuScorer(scorer.vectors, scorer.customer_ids, chosen, top)
+    return ScoreFusion(best.weight, transform, scorer, grid, tifu_validation, tifu, why)
+
+
+def fusion_choice(fusion: ScoreFusion) -> dict[str, Any]:
+    """The choice as a plain record, in the shape of the neighbour choice it replaces
+    (``weight``, ``k`` (None when off), ``grid``) plus the TIFU parameters, the validation
+    criterion of the winner and of each part alone, and a one-line ``description``."""
+    summary = fusion.summary()
+    return {
+        "kind": "tifu-fusion",
+        "weight": fusion.weight,
+        "k": None if summary["tifu"] is None else summary["tifu"]["k"],
+        **summary,
+        "description": fusion.describe(),
+        "grid": [asdict(g) for g in fusion.grid],
+    }

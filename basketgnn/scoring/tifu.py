@@ -1,0 +1,394 @@
+"""TIFU machinery shared by TIFU-KNN and score fusion: decayed customer vectors, the neighbour
+search and the neighbour mean (Hu et al., SIGIR 2020).
+
+This module sits below its users (``recommenders.tifu_knn``, ``scoring.fusion``,
+``models.neighbours``) and imports nothing from recommenders/, models/ or train/.
+
+**Customer vector.** A sequence of T baskets with multi-hot vectors x_1 … x_T (time order) is cut
+into groups of m baskets counted back from the most recent one, so the oldest group may be
+short. With ``back(t) = T - t`` (0 for the most recent basket), basket t lies in group
+``g(t) = back(t) // m`` (0 = most recent group) at position ``p(t) = back(t) % m`` inside it:
+
+    group vector  y_g = (1 / |g|) · Σ_{t ∈ g} r_b^{p(t)} · x_t
+    customer      v   = (1 / G)   · Σ_{g=0..G-1} r_g^g · y_g,       G = ceil(T / m)
+
+Worked example, T = 3 baskets, m = 2: groups {x_3, x_2} and {x_1}, so
+``v = ((x_3 + r_b·x_2) / 2 + r_g · x_1 / 1) / 2``.
+
+**Score.** Let N_k(u) be the k pool customers (training customers over their whole visible
+sequence) nearest to v_u in Euclidean distance, never u itself. Then
+
+    score(u) = α · v_u + (1 − α) · (1 / k) · Σ_{n ∈ N_k(u)} v_n
+
+**Computation.** Vectors are sparse rows (CSR, numpy) built for all instances at once. Query
+instances are processed in chunks: the chunk's vectors are made dense, distances come from
+``||q||² + ||t||² − 2 q·t`` with one sparse(pool) × dense(query) product, neighbours from
+``argpartition`` in float64 (ties at equal distance go to the lower pool row) or ``torch.topk``
+in float32, and the neighbour mean from a second sparse product, Vᵀ · W with W the chunk's
+[P, c] averaging weights. Chunks are sized so that no dense block exceeds ~4M elements; nothing
+of size [P, I] is ever dense.
+
+**Tuning** (:func:`tune_tifu`): a two-stage grid search maximising the mean of NDCG@10 and
+NDCG@20 on validation targets: first (m, r_b, r_g) with the starting k and α, then (k, α) with
+the best (m, r_b, r_g). Neighbours are found once per vector setting for the largest k; smaller
+k reuse the nearest prefix. Validation sets larger than ``sample`` instances are subsampled
+with a fixed seed.
+
+Shapes in this module: n query instances, P pool customers, I items.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from itertools import product
+
+import numpy as np
+import torch
+
+from basketgnn.data.dataset import BasketData, Histories, _offsets, ranges
+from basketgnn.data.split import Instances
+from basketgnn.metrics import ranking_metrics, top_k
+
+#: Default tuning grid; any key may be overridden.
+DEFAULT_GRID: dict[str, tuple[float, ...]] = {
+    "m": (2, 3, 5, 7),
+    "r_b": (0.9, 1.0),
+    "r_g": (0.6, 0.7, 0.9),
+    "k": (50, 100, 300),
+    "alpha": (0.2, 0.5, 0.8),
+}
+#: Validation objective: mean NDCG at these cut-offs.
+TUNE_KS: tuple[int, ...] = (10, 20)
+# Elements of one dense [chunk, n_items] or [chunk, n_train] block (float64: 32 MiB).
+_CHUNK_ELEMENTS = 1 << 22
+
+
+@dataclass(frozen=True)
+class TifuParams:
+    """TIFU-KNN's hyperparameters: k neighbours, group size m, decays r_b (inside a group) and
+    r_g (between groups), and α, the weight of the customer's own vector."""
+
+    k: int = 300
+    m: int = 3
+    r_b: float = 1.0
+    r_g: float = 0.7
+    alpha: float = 0.2
+
+
+@dataclass(frozen=True)
+class SparseScores:
+    """Each instance's kept scores as CSR rows (neighbour or TIFU scores).
+
+    Shapes: offsets [n + 1] int64; items [nnz] int64 (ascending in a row); values [nnz] float.
+    """
+
+    offsets: np.ndarray
+    items: np.ndarray
+    values: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def rows(self, start: int, stop: int) -> SparseScores:
+        """Instances start..stop-1 as their own SparseScores."""
+        lo, hi = self.offsets[start], self.offsets[stop]
+        return SparseScores(self.offsets[start : stop + 1] - lo, self.items[lo:hi], self.values[lo:hi])
+
+    @classmethod
+    def top_scaled(cls, x: np.ndarray, top: int, dtype: type = np.float32) -> SparseScores:
+        """Each row's ``top`` largest positive entries (ties: :func:`keep_top`) divided by the
+        row's largest entry, so in (0, 1]. Shapes: x [c, I] -> c rows."""
+        keep = keep_top(x, top) & (x > 0)  # [c, I]
+        peak = x.max(axis=1)  # [c]
+        r, i = np.nonzero(keep)  # row-major: each row's items ascending
+        values = x[r, i].astype(dtype) / peak[r].astype(dtype)
+        return cls(_offsets(np.bincount(r, minlength=len(x))), i.astype(np.int64), values)
+
+    @classmethod
+    def concat(cls, parts: Sequence[SparseScores]) -> SparseScores:
+        """Consecutive blocks of rows as one."""
+        if not parts:
+            return cls(np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64))
+        lengths = np.concatenate([np.diff(p.offsets) for p in parts])
+        return cls(
+            _offsets(lengths),
+            np.concatenate([p.items for p in parts]),
+            np.concatenate([p.values for p in parts]),
+        )
+
+    def add_to(self, dense: np.ndarray, weight: float) -> np.ndarray:
+        """dense + weight · self, in place. Shapes: dense [n, I] -> [n, I]."""
+        rows = np.repeat(np.arange(len(self)), np.diff(self.offsets))
+        dense[rows, self.items] += weight * self.values  # (row, item) pairs are distinct
+        return dense
+
+
+@dataclass(frozen=True)
+class SparseRows:
+    """Rows of a sparse float64 matrix in CSR form, one row per instance.
+
+    Shapes: indptr [n_rows + 1] int64, indices [nnz] int64 (item, ascending within a row),
+    values [nnz] float64.
+    """
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    values: np.ndarray
+    n_cols: int
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.indptr) - 1
+
+    def squared_norms(self) -> np.ndarray:
+        """Shapes: -> [n_rows] float64."""
+        row = np.repeat(np.arange(self.n_rows), np.diff(self.indptr))
+        return np.bincount(row, weights=self.values**2, minlength=self.n_rows)
+
+    def dense(self, rows: np.ndarray | slice, dtype: type = np.float64) -> np.ndarray:
+        """Selected rows as a dense matrix. Shapes: -> [len(rows), n_cols]."""
+        idx = np.arange(self.n_rows)[rows]
+        starts = self.indptr[idx]
+        lengths = self.indptr[idx + 1] - starts
+        entries = ranges(starts, lengths)
+        out = np.zeros((len(idx), self.n_cols), dtype=dtype)
+        out[np.repeat(np.arange(len(idx)), lengths), self.indices[entries]] = self.values[entries]
+        return out
+
+
+def customer_vectors(
+    histories: Histories, n_items: int, m: int, r_b: float, r_g: float
+) -> SparseRows:
+    """The TIFU customer vector v (module docstring) of every instance's baskets.
+
+    An instance without baskets gets the zero vector.
+
+    Shapes: histories of n instances -> SparseRows [n, n_items].
+    """
+    if m < 1:
+        raise ValueError(f"group size m must be >= 1, got {m}")
+    n = histories.n
+    n_baskets = np.diff(histories.basket_offsets)  # [n]
+    owner = np.repeat(np.arange(n), n_baskets)  # [B] instance of each basket
+    back = histories.basket_offsets[owner + 1] - 1 - np.arange(len(owner))  # [B] 0 = most recent
+    group, pos = back // m, back % m
+    n_groups = -(-n_baskets // m)  # [n] ceil(T / m)
+    # Only the oldest group can be short: it holds T - g*m baskets when that is below m.
+    group_size = np.minimum(m, n_baskets[owner] - group * m)  # [B]
+    weight = (
+        np.power(float(r_g), group) * np.power(float(r_b), pos) / (group_size * n_groups[owner])
+    )  # [B]
+
+    basket_of_entry = histories.baskets.row_ids()  # [nnz]
+    keys = owner[basket_of_entry] * n_items + histories.baskets.values.astype(np.int64)
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    values = np.bincount(inverse, weights=weight[basket_of_entry], minlength=len(uniq))
+    rows = uniq // n_items
+    indptr = np.searchsorted(rows, np.arange(n + 1)).astype(np.int64)
+    return SparseRows(indptr, uniq % n_items, values, n_items)
+
+
+class NeighbourIndex:
+    """Training customers' vectors, searchable by Euclidean distance.
+
+    ``dtype`` is the precision of the search: float64 (TIFU-KNN, which reproduces published
+    numbers tie for tie) or float32 (neighbour scores for DNNTSP: half the memory traffic).
+    """
+
+    def __init__(self, vectors: SparseRows, users: np.ndarray, dtype: type = np.float64) -> None:
+        self.vectors = vectors
+        self.dtype = dtype
+        self.users = np.asarray(users, dtype=np.int64)  # [n_train]
+        self.sq_norms = vectors.squared_norms().astype(dtype)  # [n_train]
+        row = np.repeat(np.arange(vectors.n_rows), np.diff(vectors.indptr))
+        col = vectors.indices
+        by_col = np.argsort(col, kind="stable")  # stable: rows stay ascending within a column
+        # Both index lists are sorted and duplicate-free, i.e. already coalesced.
+        values = vectors.values.astype(dtype)
+        self._matrix = _coo(row, col, values, (vectors.n_rows, vectors.n_cols))
+        self._matrix_t = _coo(
+            col[by_col], row[by_col], values[by_col], (vectors.n_cols, vectors.n_rows)
+        )
+        order = np.argsort(self.users, kind="stable")
+        self._by_user, self._sorted_users = order, self.users[order]
+
+    def nearest(self, query: np.ndarray, query_users: np.ndarray, k: int) -> np.ndarray:
+        """The k nearest training rows of each query, nearest first; -1 pads when fewer exist.
+
+        Shapes: query [c, n_items] (the index's dtype), query_users [c] -> [c, k] int64.
+        """
+        query = np.asarray(query, dtype=self.dtype)
+        dot = torch.sparse.mm(self._matrix, torch.from_numpy(query).T.contiguous()).numpy().T
+        dist = self.sq_norms[None, :] - 2.0 * dot  # [c, n_train]; ||q||² is the same per row
+        # A customer is not its own neighbour: mask the training rows of the same user.
+        lo = np.searchsorted(self._sorted_users, query_users, side="left")
+        hi = np.searchsorted(self._sorted_users, query_users, side="right")
+        same = ranges(lo, hi - lo)
+        dist[np.repeat(np.arange(len(query)), hi - lo), self._by_user[same]] = np.inf
+
+        n_train = dist.shape[1]
+        k_eff = min(k, n_train)
+        if k_eff < n_train and self.dtype == np.float32:
+            # torch's top-k is ~2x faster than argpartition; which of several candidates tied
+            # at the k-th distance it keeps may differ, so float64 (TIFU-KNN) keeps numpy's.
+            cand = torch.topk(torch.from_numpy(dist), k_eff, dim=1, largest=False, sorted=False)
+            cand = cand.indices.numpy()  # [c, k_eff]
+        elif k_eff < n_train:
+            cand = np.argpartition(dist, k_eff - 1, axis=1)[:, :k_eff]  # [c, k_eff]
+        else:
+            cand = np.broadcast_to(np.arange(n_train), dist.shape)
+        cand_dist = np.take_along_axis(dist, cand, axis=1)
+        order = np.lexsort((cand, cand_dist), axis=1)  # by distance, then training row
+        nbrs = np.take_along_axis(cand, order, axis=1)
+        nbrs = np.where(np.isfinite(np.take_along_axis(cand_dist, order, axis=1)), nbrs, -1)
+        out = np.full((len(query), k), -1, dtype=np.int64)
+        out[:, :k_eff] = nbrs
+        return out
+
+    def mean(self, neighbours: np.ndarray) -> np.ndarray:
+        """Mean vector of each row's neighbours (-1 entries ignored).
+
+        Shapes: neighbours [c, k] int64 -> [c, n_items] (the index's dtype).
+        """
+        c = len(neighbours)
+        valid = neighbours >= 0
+        count = np.maximum(valid.sum(axis=1), 1)  # [c]
+        query_row, slot = np.nonzero(valid)
+        # Averaging weights as a dense [n_train, c] block: mean = (Vᵀ W)ᵀ with V sparse.
+        weights = np.zeros((self.vectors.n_rows, c), dtype=self.dtype)
+        # A row's neighbours are distinct, so plain assignment (no np.add.at) is exact.
+        weights[neighbours[query_row, slot], query_row] = 1.0 / count[query_row]
+        return torch.sparse.mm(self._matrix_t, torch.from_numpy(weights)).numpy().T
+
+
+def _coo(
+    row: np.ndarray, col: np.ndarray, values: np.ndarray, size: tuple[int, int]
+) -> torch.Tensor:
+    """A torch sparse COO matrix from entries sorted by (row, col) without duplicates."""
+    return torch.sparse_coo_tensor(
+        torch.from_numpy(np.stack([row, col])),
+        torch.from_numpy(values),
+        size=size,
+        is_coalesced=True,
+    )
+
+
+
+
+def pool_vectors(data: BasketData, train: Instances, m: int, r_b: float, r_g: float) -> SparseRows:
+    """The pool: each training instance's customer over its history *and* target basket.
+
+    Shapes: -> SparseRows [len(train), I].
+    """
+    visible = data.histories(train.users, np.asarray(train.n_history) + 1)
+    return customer_vectors(visible, data.n_items, m, r_b, r_g)
+
+
+def combine(own: np.ndarray, neighbour_mean: np.ndarray, alpha: float) -> np.ndarray:
+    """alpha * own + (1 - alpha) * neighbour mean, rounded to the float32 that TIFU-KNN's
+    ``score`` returns (tuning ranks exactly what scoring will). Shapes: [c, I] x 2 -> [c, I]
+    float32.
+    """
+    return (alpha * own + (1.0 - alpha) * neighbour_mean).astype(np.float32)
+
+
+def query_chunks(
+    index: NeighbourIndex, vectors: SparseRows, users: np.ndarray, k: int
+) -> Iterator[tuple[slice, np.ndarray, np.ndarray]]:
+    """Query rows in blocks: (rows, dense own vectors [c, I], neighbours [c, k]).
+
+    ``users`` are the queries' keys in the index's ``users`` (pool rows with the same key are
+    never neighbours)."""
+    size = max(1, _CHUNK_ELEMENTS // max(vectors.n_cols, index.vectors.n_rows, 1))
+    users = np.asarray(users, dtype=np.int64)
+    for start in range(0, vectors.n_rows, size):
+        rows = slice(start, min(start + size, vectors.n_rows))
+        own = vectors.dense(rows, dtype=index.dtype)
+        yield rows, own, index.nearest(own, users[rows], k)
+
+
+def customer_codes(pool_ids: np.ndarray, query_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Integer keys for an index keyed by customer id (strings): pool rows get the code of
+    their id, queries the same code when their id is in the pool and -1 otherwise.
+
+    Shapes: pool_ids [P], query_ids [n] -> ([P] int64, [n] int64).
+    """
+    ids, pool_codes = np.unique(np.asarray(pool_ids).astype(str), return_inverse=True)
+    query = np.asarray(query_ids).astype(str)
+    if len(ids) == 0:
+        return pool_codes.astype(np.int64), np.full(len(query), -1, dtype=np.int64)
+    pos = np.clip(np.searchsorted(ids, query), 0, len(ids) - 1)
+    return pool_codes.astype(np.int64), np.where(ids[pos] == query, pos, -1).astype(np.int64)
+
+
+def tune_tifu(
+    data: BasketData,
+    train: Instances,
+    validate: Instances,
+    start: TifuParams,
+    grid: dict[str, Sequence[float]] | None = None,
+    sample: int | None = 2000,
+    seed: int = 0,
+) -> tuple[TifuParams, float]:
+    """TIFU-KNN's two-stage validation grid search (module docstring); returns the best
+    parameters and their validation mean NDCG@10,20. Pool rows are keyed by user index, so a
+    validation customer is never its own neighbour."""
+    grid = {key: tuple(grid[key]) if grid and key in grid else v for key, v in DEFAULT_GRID.items()}
+    if sample is not None and len(validate) > sample:
+        rng = np.random.default_rng(seed)
+        keep = np.sort(rng.choice(len(validate), size=sample, replace=False))
+        validate = Instances(validate.users[keep], validate.n_history[keep])
+    targets = data.targets(validate.users, validate.n_history)
+    ks = tuple(sorted({min(k, data.n_items) for k in TUNE_KS}))
+    histories = data.histories(validate.users, validate.n_history)
+
+    def evaluate(
+        m: int, r_b: float, r_g: float, ks_nbr: Sequence[int], alphas: Sequence[float]
+    ) -> dict[tuple[int, float], float]:
+        index = NeighbourIndex(pool_vectors(data, train, m, r_b, r_g), train.users)
+        own = customer_vectors(histories, data.n_items, m, r_b, r_g)
+        ranked = {
+            key: np.empty((len(validate), ks[-1]), np.int64) for key in product(ks_nbr, alphas)
+        }
+        for rows, own_dense, nbrs in query_chunks(index, own, validate.users, max(ks_nbr)):
+            for k in ks_nbr:
+                nbr_mean = index.mean(nbrs[:, :k])
+                for a in alphas:
+                    ranked[k, a][rows] = top_k(combine(own_dense, nbr_mean, a), ks[-1])
+        out = {}
+        for key, topk in ranked.items():
+            metrics = ranking_metrics(topk, targets.values, targets.offsets, data.n_items, ks=ks)
+            out[key] = float(np.mean([metrics[f"ndcg@{k}"] for k in ks]))
+        return out
+
+    best, best_vec = -np.inf, (start.m, start.r_b, start.r_g)
+    for m, r_b, r_g in product(grid["m"], grid["r_b"], grid["r_g"]):
+        value = evaluate(int(m), r_b, r_g, [start.k], [start.alpha])[start.k, start.alpha]
+        if value > best:
+            best, best_vec = value, (int(m), r_b, r_g)
+    m, r_b, r_g = best_vec
+    results = evaluate(m, r_b, r_g, sorted({int(k) for k in grid["k"]}), grid["alpha"])
+    (k, alpha), value = max(results.items(), key=lambda kv: kv[1])
+    return replace(start, k=int(k), m=m, r_b=r_b, r_g=r_g, alpha=alpha), value
+
+
+def keep_top(x: np.ndarray, top: int) -> np.ndarray:
+    """Mask of each row's ``top`` largest entries; ties at the cut go to the lower column
+    (the same items ``metrics.top_k`` ranks first).
+
+    Shapes: x [c, I] -> [c, I] bool with exactly min(top, I) True per row.
+    """
+    if top >= x.shape[1]:
+        return np.ones(x.shape, dtype=bool)
+    cut = torch.topk(torch.from_numpy(x), top, dim=1).values[:, -1:].numpy()  # [c, 1] top-th value
+    keep = x > cut
+    equal = x == cut  # [c, I]; at least `room` entries per row
+    room = top - keep.sum(axis=1)  # [c] places left for entries equal to the cut
+    keep |= equal
+    # Only rows with more entries equal to the cut than places need the lowest-column rule.
+    crowded = np.flatnonzero(equal.sum(axis=1) > room)
+    if len(crowded):
+        fill = equal[crowded] & (np.cumsum(equal[crowded], axis=1) <= room[crowded, None])
+        keep[crowded] = (x[crowded] > cut[crowded]) | fill
+    return keep

@@ -1,0 +1,194 @@
+"""Score fusion with TIFU-KNN: a loop reference, the grid's two ends, no leakage on a temporal
+split, the choice on validation, and the state round trip."""
+
+from __future__ import annotations
+
+import pickle
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from basketgnn.data.dataset import from_sequences
+from basketgnn.data.split import Instances, make_split
+from basketgnn.metrics import top_k
+from basketgnn.recommenders.tifu_knn import TifuKnn
+from basketgnn.scoring.fusion import (
+    FusionPoint,
+    ScoreFusion,
+    TifuScorer,
+    choose_fusion,
+    customer_criterion,
+    validation_criterion,
+)
+from basketgnn.scoring.tifu import TifuParams
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recommenders"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
+from test_tifu_knn import random_data, reference_scores  # noqa: E402
+
+
+def reference_fusion(logits, tifu, weight, top):
+    """(1 - w) sigmoid(logit) + w * TIFU / max(TIFU), TIFU cut to its `top` entries, by loops."""
+    out = np.zeros(logits.shape)
+    for r in range(len(logits)):
+        kept = np.zeros(logits.shape[1])
+        order = [i for i in np.argsort(-tifu[r], kind="stable")[:top] if tifu[r, i] > 0]
+        for i in order:
+            kept[i] = tifu[r, i] / tifu[r].max()
+        for i in range(logits.shape[1]):
+            out[r, i] = (1 - weight) / (1 + np.exp(-float(logits[r, i]))) + weight * kept[i]
+    return out
+
+
+def setting(seed=0):
+    data = random_data(seed)
+    n = data.n_baskets_per_user
+    train = Instances(np.arange(30), n[:30] - 1)
+    # Users 0..4 are training customers too and must not be their own neighbours.
+    query = Instances(np.r_[np.arange(30, 40), np.arange(5)], np.r_[n[30:40] - 1, n[:5] - 2])
+    return data, train, query
+
+
+@pytest.mark.parametrize("weight, top", [(0.3, 30), (0.7, 4)])
+def test_fusion_matches_the_loop_reference(weight, top):
+    data, train, query = setting()
+    params = TifuParams(k=5, m=2, r_b=0.9, r_g=0.7, alpha=0.4)
+    tifu, gap = reference_scores(data, train, query, 5, 2, 0.9, 0.7, 0.4)
+    assert gap > 1e-9, "near-tied neighbours would make the comparison ambiguous"
+    logits = np.random.default_rng(1).normal(size=(len(query), data.n_items)).astype(np.float32)
+    fusion = ScoreFusion(weight, "sigmoid", TifuScorer.build(data, train, params, top))
+    got = fusion.apply(logits, data, query, chunk=4)  # several chunks
+    np.testing.assert_allclose(got, reference_fusion(logits, tifu, weight, top), rtol=1e-5, atol=1e-6)
+    # prepare() beside the model gives the same as apply() searching itself.
+    np.testing.assert_array_equal(fusion.apply(logits, data, query, fusion.prepare(data, query)), got)
+
+
+def test_weight_zero_is_the_model_and_weight_one_is_tifu_knn():
+    data, train, query = setting(1)
+    tifu = TifuKnn(k=5, m=3, r_b=1.0, r_g=0.6, alpha=0.5, tune=False).fit(data, train)
+    scorer = TifuScorer.build(data, train, tifu.tifu_params, top=30)
+    logits = np.random.default_rng(2).normal(size=(len(query), data.n_items)).astype(np.float32)
+    alone = ScoreFusion(0.0, "sigmoid", scorer).apply(logits, data, query)
+    assert alone is logits  # untouched, so the model's ranking tie for tie
+    ranked = top_k(ScoreFusion(1.0, "sigmoid", scorer).apply(logits, data, query), 20)
+    np.testing.assert_array_equal(ranked, top_k(tifu.score(data, query), 20))
+
+
+def test_minmax_keeps_each_rows_order_on_zero_one():
+    from basketgnn.scoring.fusion import normalise
+
+    x = np.array([[3.0, -1.0, 1.0], [2.0, 2.0, 2.0]])
+    np.testing.assert_allclose(normalise(x, "minmax"), [[1.0, 0.0, 0.5], [0.0, 0.0, 0.0]])
+    with pytest.raises(ValueError, match="unknown transform"):
+        normalise(x, "rank")
+
+
+def test_no_target_basket_and_no_own_row_reaches_a_customers_scores():
+    # Temporal split: train target = basket 1, validate target = basket 2, test target = basket 3.
+    # Customer 0 alone buys item 9 (basket 0, in its own pool row), item 7 (its validation
+    # target) and item 8 (its test target).
+    seqs = [[[0, 9], [1, 2], [7, 1], [8]]] + [[[0, 1], [1, 2], [1, 3], [2]] for _ in range(5)]
+    data = from_sequences(seqs, n_items=10)
+    sp = make_split(data, "temporal")
+    scorer = TifuScorer.build(data, sp["train"], TifuParams(k=5, m=1, r_b=1.0, r_g=1.0, alpha=0.0), 10)
+    fusion = ScoreFusion(1.0, "sigmoid", scorer)
+    for part in ("validate", "test"):
+        got = fusion.apply(np.zeros((6, 10), np.float32), data, sp[part])
+        assert not got[:, [7, 8]].any(), part  # targets are in no pool row
+        assert got[0, 9] == 0, part  # customer 0 is not its own neighbour ...
+        assert (got[1:, 9] > 0).all(), part  # ... but the others' neighbour
+
+
+def test_choice_includes_both_ends_and_is_at_least_as_good_as_either():
+    data = random_data(3, n_users=80)
+    sp = make_split(data, "temporal")
+    val = sp["validate"]
+    params = TifuParams(k=10, m=2, r_b=1.0, r_g=0.7, alpha=0.5)
+    # A model that knows nothing: the choice must go (almost) all the way to TIFU.
+    noise = np.random.default_rng(0).normal(size=(len(val), data.n_items)).astype(np.float32)
+    fusion = choose_fusion(noise, data, sp["train"], val, tifu=params, chunk=16, rule="best")
+    weights = {g.weight for g in fusion.grid}
+    assert {0.0, 1.0} <= weights
+    tifu_alone = next(g for g in fusion.grid if g.weight == 1.0 and g.alpha == 0.5)
+    model_alone = next(g for g in fusion.grid if g.weight == 0.0)
+    expected = validation_criterion(
+        top_k(TifuKnn(**vars(params), tune=False).fit(data, sp["train"]).score(data, val), 20), data, val
+    )
+    assert tifu_alone.validation_criterion == pytest.approx(expected, abs=1e-6)
+    best = max(g.validation_criterion for g in fusion.grid)
+    assert best >= max(tifu_alone.validation_criterion, model_alone.validation_criterion)
+    assert fusion.weight > 0 and fusion.summary()["validation_criterion"] == best
+    assert fusion.summary()["tifu_alone"] == tifu_alone.validation_criterion
+    assert fusion.summary()["model_alone"] == model_alone.validation_criterion
+    # The chosen fusion ranks validation as the grid said.
+    got = validation_criterion(top_k(fusion.apply(noise, data, val), 20), data, val)
+    assert got == pytest.approx(best, abs=1e-6)
+    # A model that knows the targets: fusion stays off.
+    targets = data.targets(val.users, val.n_history)
+    oracle = np.zeros((len(val), data.n_items), np.float32)
+    oracle[np.repeat(np.arange(len(val)), np.diff(targets.offsets)), targets.values] = 10.0
+    off = choose_fusion(oracle, data, sp["train"], val, tifu=params, rule="best")
+    assert off.weight == 0.0 and off.scorer is None and off.prepare(data, val) is None
+    assert "off" in off.describe() and "weight" in fusion.describe()
+
+
+def test_tuned_tifu_equals_tifu_knns_own_tuning(monkeypatch):
+    import basketgnn.scoring.fusion as fusion_module
+
+    data = random_data(4, n_users=60)
+    sp = make_split(data, "temporal")
+    grid = {"m": (1, 2), "r_b": (1.0,), "r_g": (0.7,), "k": (5, 10), "alpha": (0.2, 0.8)}
+    tifu = TifuKnn(grid=grid).fit(data, sp["train"], sp["validate"])
+    tune = fusion_module.tune_tifu
+    monkeypatch.setattr(fusion_module, "tune_tifu", lambda *a, **kw: tune(*a, grid=grid, **kw))
+    scores = np.zeros((len(sp["validate"]), data.n_items), np.float32)
+    fusion = choose_fusion(scores, data, sp["train"], sp["validate"], alphas=())
+    assert fusion.tifu_validation == pytest.approx(tifu.validation_score)
+    assert fusion.scorer is not None and fusion.scorer.params == tifu.tifu_params
+
+
+def test_state_round_trip_and_pickle():
+    data, train, query = setting(2)
+    logits = np.random.default_rng(3).normal(size=(len(query), data.n_items)).astype(np.float32)
+    scorer = TifuScorer.build(data, train, TifuParams(k=5, m=2, alpha=0.3), top=12)
+    fusion = ScoreFusion(0.4, "sigmoid", scorer, [FusionPoint(0.4, 0.3, 0.5)], 0.25)
+    for again in (ScoreFusion.from_state(fusion.state()), pickle.loads(pickle.dumps(fusion))):
+        assert again.weight == 0.4 and again.grid == fusion.grid and again.alpha == 0.3
+        np.testing.assert_array_equal(again.apply(logits, data, query), fusion.apply(logits, data, query))
+    off = ScoreFusion.from_state(ScoreFusion(0.0, "sigmoid", None).state())
+    assert off.scorer is None and off.apply(logits, data, query) is logits
+    with pytest.raises(ValueError, match="not a fusion state"):
+        ScoreFusion.from_state({"kind": "other"})
+
+
+def test_per_customer_criterion_averages_to_the_metrics_criterion():
+    data = random_data(5, n_users=50)
+    sp = make_split(data, "temporal")
+    ranked = top_k(np.random.default_rng(4).random((len(sp["test"]), data.n_items)), 20)
+    per = customer_criterion(ranked, data, sp["test"])
+    assert per.shape == (len(sp["test"]),) and ((per >= 0) & (per <= 1)).all()
+    assert per.mean() == pytest.approx(validation_criterion(ranked, data, sp["test"]), abs=1e-12)
+
+
+def test_one_standard_error_rule_keeps_a_part_unless_fusing_clearly_helps():
+    data = random_data(3, n_users=80)
+    sp = make_split(data, "temporal")
+    val, params = sp["validate"], TifuParams(k=10, m=2, r_b=1.0, r_g=0.7, alpha=0.5)
+    noise = np.random.default_rng(0).normal(size=(len(val), data.n_items)).astype(np.float32)
+    for scale in (0.1, 1.0, 10.0):
+        best = choose_fusion(scale * noise, data, sp["train"], val, tifu=params, rule="best")
+        one_se = choose_fusion(scale * noise, data, sp["train"], val, tifu=params)
+        sel = one_se.selection
+        assert sel is not None and sel["rule"] == "1se"
+        ends = [g.validation_criterion for g in one_se.grid if g.weight == 0 or (g.weight == 1 and g.alpha == 0.5)]
+        chosen = next(g for g in one_se.grid if g.weight == one_se.weight and (one_se.weight == 0 or g.alpha == one_se.alpha))
+        assert chosen.validation_criterion >= max(ends)  # never worse than a part on validation
+        if (one_se.weight, one_se.alpha) != (best.weight, best.alpha):
+            # Kept a part: the best point's gain was within one standard error.
+            assert one_se.weight in (0.0, 1.0) and sel["gain_over_better_part"] <= sel["standard_error"]
+        else:
+            assert sel["gain_over_better_part"] > sel["standard_error"] or sel["gain_over_better_part"] == 0
+    with pytest.raises(ValueError, match="unknown rule"):
+        choose_fusion(noise, data, sp["train"], val, tifu=params, rule="worst")
