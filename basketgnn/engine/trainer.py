@@ -222,8 +222,21 @@ def train_model(
         distributed.finish(ctx)
 
 
-def _train_model(spec, data, train, validate, config, out_dir, progress, on_epoch, plan,
-                 ctx: distributed.DistContext, device: torch.device, t_start: float):
+def _train_model(
+    spec: ModelSpec,
+    data: BasketData,
+    train: Instances,
+    validate: Instances,
+    config: TrainOptions,
+    out_dir: str | Path | None,
+    progress: bool,
+    on_epoch: Callable[[dict[str, Any]], None] | None,
+    plan: BatchPlan | None,
+    ctx: distributed.DistContext,
+    device: torch.device,
+    t_start: float,
+) -> tuple[nn.Module, NeighbourAddOn | None, TrainResult]:
+    """:func:`train_model` on ``device`` as rank ``ctx.rank`` of ``ctx.world_size``."""
     torch.manual_seed(config.seed)
     module = spec.build(data.n_items, config).to(device)
     optimizer = torch.optim.Adam(module.parameters(), lr=config.lr, weight_decay=config.weight_decay)
