@@ -1,4 +1,5 @@
-"""``python -m basketgnn ...`` (and ``torchrun ... -m basketgnn ...``): the ``basketgnn`` command."""
+"""``python -m basketgnn``: the command line, also as a module for launchers such as torchrun
+(``torchrun --standalone --nproc-per-node 2 -m basketgnn train ...``)."""
 
 from basketgnn.cli import main
 

@@ -403,12 +403,18 @@ def train(
     An interrupted run resumes from OUT/resume.pt when started again with the same settings.
 
     Example: `basketgnn train --model dnntsp --data TaFeng.json --out runs/tafeng --epochs 60`
+
+    On several processes or machines (DistributedDataParallel; rank 0 writes and prints):
+    `torchrun --standalone --nproc-per-node 2 -m basketgnn train --data TaFeng.json --out runs/tafeng`
     """
     from basketgnn.config import load_config
     from basketgnn.data.split import make_split, save_split
     from basketgnn.engine.checkpoint import stamp_checkpoint
+    from basketgnn.engine.distributed import env_rank
     from basketgnn.evaluate import evaluate_model
 
+    rank = env_rank()  # under torchrun: every rank trains, rank 0 alone prints and writes
+    console.quiet = rank != 0
     registry.check_name(model, "--model: ", "neural")
     cfg = load_config(config, model=model, epochs=epochs, seed=seed, device=device)
     dataset = _load(data)
@@ -422,6 +428,8 @@ def train(
         f"{len(sp['validate']):,} validate users) -> {out}"
     )
     rec.fit(dataset, sp["train"], sp["validate"])
+    if rank != 0:
+        return
     result = rec.result  # type: ignore[attr-defined]
     assert result is not None
     # The exact split travels with the checkpoint, so evaluation never sees training users.

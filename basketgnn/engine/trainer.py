@@ -16,11 +16,30 @@ Files in ``out_dir``:
 Randomness is derived from (seed, epoch) at the start of every epoch, so an interrupted run
 resumed from ``resume.pt`` follows exactly the same path as an uninterrupted one.
 
-Distributed training (torch.distributed) is not implemented, but the seams are here:
-:class:`BatchPlan` gives every rank the same number of steps from one seeded plan
-(``world_size`` / ``rank``), only ``rank == 0`` writes files (``_writes``), and the early-stopping
-decision is a function of the validation metrics, which every rank computes on the same
-validation instances (a DDP run would all-reduce them, or score on rank 0 and broadcast).
+Distributed training: started by torchrun (``WORLD_SIZE`` > 1), the engine opens the process
+group (:mod:`basketgnn.engine.distributed`: gloo on CPU, NCCL on CUDA), wraps the module in
+DistributedDataParallel and closes the group at the end. Per rank:
+
+* Batches: every rank draws the same seeded plan of ``batch_size`` batches and runs its own
+  1/N slice of each (:class:`BatchPlan`), so every rank does the same number of steps, one
+  step of N ranks sees exactly the batch one process would, and DDP's gradient average over
+  the ranks is (up to slices differing by one row) that batch's gradient. ``lr`` and
+  ``batch_size`` therefore mean the same with any number of processes; an epoch has the same
+  steps and the per-process work of a step is 1/N.
+* A batch the model skips (``ModelSpec.skip_batch``) is skipped by every rank when any rank's
+  slice must be.
+* The epoch loss (for ReduceLROnPlateau and the log) is the mean over every rank's steps
+  (all-reduced); BatchNorm-style buffers are copied from rank 0 after each epoch.
+* Validation: each rank scores its 1/N of the validation customers and the metrics are
+  all-reduced (weighted by customers), so validation costs 1/N per rank and every rank sees
+  the same numbers, hence the same best epoch and early-stopping decision. (Scoring on rank 0
+  and broadcasting would leave N - 1 ranks idle for the whole validation.)
+* Files and output: only rank 0 writes best.pt / resume.pt / train_log.jsonl, draws the bar
+  and calls ``on_epoch``. Resume: rank 0 reads resume.pt and broadcasts it, so every rank
+  continues from the same state (and other machines need no copy of the run folder).
+* After training every rank restores the best weights; the ranking add-on step runs on rank 0
+  alone, after the group is no longer used (other ranks return without an add-on), so no rank
+  waits on it.
 """
 
 from __future__ import annotations
@@ -39,6 +58,7 @@ from torch import nn
 
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances, prefix_instances
+from basketgnn.engine import distributed
 from basketgnn.engine.addons import (
     ADDON_OPTIONS,
     AddOnChoice,
@@ -51,6 +71,7 @@ from basketgnn.engine.losses import compute_loss, multi_hot
 from basketgnn.engine.options import TrainOptions
 from basketgnn.engine.progress import progress_bar
 from basketgnn.engine.spec import BatchSource, ModelSpec
+from basketgnn.errors import UserError
 from basketgnn.evaluate import usable_ks
 from basketgnn.fingerprint import data_fingerprint
 from basketgnn.io_utils import atomic_path, write_text
@@ -93,10 +114,16 @@ def length_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generato
 class BatchPlan:
     """Which batches of an epoch a process runs.
 
-    Every rank draws the same seeded :func:`length_batches` plan, then takes every
-    ``world_size``-th batch from ``rank`` on, cut to the same count on every rank (a DDP step
-    is collective, so a rank with one step more would hang). ``world_size`` 1 is today's
-    single-process run: every batch, in plan order.
+    Every rank draws the same seeded :func:`length_batches` plan of ``batch_size`` batches and
+    runs rows ``rank, rank + world_size, ...`` of each (rows are in length order, so every
+    slice has the same mix of lengths and the ranks finish a step together). Every rank does
+    one step per plan batch (a DDP step is collective: a rank with one step more would hang),
+    and every row of the epoch is run exactly once by one rank. A plan batch with fewer rows
+    than ranks (the plan's one short batch) is joined to the batch before it in plan order.
+    ``world_size`` 1 is the single-process run: every batch, in plan order.
+
+    Example, 2 ranks, plan batches [a b c d] [e f g]: rank 0 runs [a c] then [e g], rank 1
+    [b d] then [f].
     """
 
     batch_size: int
@@ -108,8 +135,21 @@ class BatchPlan:
         batches = length_batches(lengths, self.batch_size, rng)
         if self.world_size == 1:
             return batches
-        steps = len(batches) // self.world_size
-        return batches[self.rank :: self.world_size][:steps]
+        if self.batch_size < self.world_size or len(lengths) < self.world_size:
+            raise UserError(
+                f"batch_size {self.batch_size} with {len(lengths)} training instances cannot be "
+                f"split over {self.world_size} processes: both must be at least the number of "
+                "processes. Raise batch_size or start fewer processes."
+            )
+        # Only the last chunk of the length order can be short; it joins its predecessor in
+        # plan order (its successor when it comes first).
+        short = [i for i, b in enumerate(batches) if len(b) < self.world_size]
+        if short:
+            i = short[0]
+            j = i - 1 if i > 0 else 1
+            batches[j] = np.concatenate([batches[j], batches[i]])
+            del batches[i]
+        return [b[self.rank :: self.world_size] for b in batches]
 
 
 @torch.no_grad()
@@ -167,10 +207,36 @@ def train_model(
 
     With ``out_dir``, writes best.pt / resume.pt / train_log.jsonl there and resumes from
     resume.pt when it exists for the same model, config and data. ``plan`` is the batch plan
-    (default: one process, ``config.batch_size``).
+    (default: ``config.batch_size`` over this run's processes).
+
+    Under torchrun (``WORLD_SIZE`` > 1) or inside a process group opened by the caller, this is
+    one rank of a DistributedDataParallel run (module docstring); ``on_epoch`` is called on
+    rank 0 only, and only rank 0 returns the add-on.
     """
     t_start = time.perf_counter()
-    device = setup_torch(config)
+    ctx, device = distributed.start(setup_torch(config))
+    try:
+        return _train_model(spec, data, train, validate, config, out_dir, progress, on_epoch,
+                            plan, ctx, device, t_start)
+    finally:
+        distributed.finish(ctx)
+
+
+def _train_model(
+    spec: ModelSpec,
+    data: BasketData,
+    train: Instances,
+    validate: Instances,
+    config: TrainOptions,
+    out_dir: str | Path | None,
+    progress: bool,
+    on_epoch: Callable[[dict[str, Any]], None] | None,
+    plan: BatchPlan | None,
+    ctx: distributed.DistContext,
+    device: torch.device,
+    t_start: float,
+) -> tuple[nn.Module, NeighbourAddOn | None, TrainResult]:
+    """:func:`train_model` on ``device`` as rank ``ctx.rank`` of ``ctx.world_size``."""
     torch.manual_seed(config.seed)
     module = spec.build(data.n_items, config).to(device)
     if spec.init is not None:
@@ -179,14 +245,23 @@ def train_model(
     scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
         optimizer, mode="min", patience=config.lr_patience
     )
-    plan = plan or BatchPlan(config.batch_size)
+    plan = plan or BatchPlan(config.batch_size, ctx.world_size, ctx.rank)
+    if (plan.world_size, plan.rank) != (ctx.world_size, ctx.rank):
+        raise ValueError(f"{plan} does not match this process (rank {ctx.rank} of {ctx.world_size})")
     writes = plan.rank == 0  # only rank 0 writes files
+    progress = progress and writes
     loss_fn = spec.loss or _default_loss(data.n_items, config)
     pool_train = train  # the add-on's pool: one row per training customer, never prefixes
     if config.train_prefixes:
         train = prefix_instances(train)
     train_source = spec.batches(data, train, config, True)
     val_source = spec.batches(data, validate, config, False)
+    # Each rank validates its 1/N of the customers (all of them if there are fewer than N).
+    val_part = validate
+    if ctx.distributed and len(validate) >= ctx.world_size:
+        val_part = Instances(validate.users[ctx.rank :: ctx.world_size],
+                             validate.n_history[ctx.rank :: ctx.world_size])
+    val_part_source = spec.batches(data, val_part, config, False) if val_part is not validate else val_source
     fingerprint = data_fingerprint(data, train, validate)
 
     out = Path(out_dir) if out_dir is not None else None
@@ -196,7 +271,9 @@ def train_model(
     if out is not None:
         if writes:
             out.mkdir(parents=True, exist_ok=True)
-        resumed = _load_resume(out / "resume.pt", spec.name, config, fingerprint)
+        resumed = _load_resume(out / "resume.pt", spec.name, config, fingerprint) if writes else None
+        if ctx.distributed:  # rank 0's file, on every rank (and every machine)
+            resumed = distributed.broadcast_object(resumed)
         if resumed is None:
             # A different run: start its log and checkpoints afresh, never mixed with the old.
             if writes:
@@ -213,6 +290,8 @@ def train_model(
             if writes:
                 _write_log(out / "train_log.jsonl", history)
 
+    # DDP after any resume: it starts every rank from rank 0's weights.
+    net = nn.parallel.DistributedDataParallel(module) if ctx.distributed else module
     stale = start_epoch - 1 - best["epoch"]
     epoch = start_epoch - 1
     for epoch in range(start_epoch, config.epochs + 1):
@@ -220,32 +299,43 @@ def train_model(
             epoch -= 1
             break
         t0 = time.perf_counter()
-        torch.manual_seed(config.seed * 100_003 + epoch)
+        torch.manual_seed(config.seed * 100_003 + epoch + 1_000_003 * ctx.rank)  # dropout differs per rank
         module.train()
         losses = []
         batches = plan.epoch(train_source.lengths, config.seed, epoch)
         bar = progress_bar(batches, desc=f"epoch {epoch}", enabled=progress, unit="batch")
         for idx in bar:
             batch = train_source.collate(idx).to(device)
-            if spec.skip_batch is not None and spec.skip_batch(batch):
+            skip = spec.skip_batch is not None and spec.skip_batch(batch)
+            if ctx.distributed and spec.skip_batch is not None:
+                skip = distributed.any_rank(skip)  # a DDP step is all ranks or none
+            if skip:
                 continue
-            scores = module(batch)  # [B, I]
+            scores = net(batch)  # [B, I]
             loss = loss_fn(module, batch, scores, config)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
             losses.append(loss.item())
             bar.set_postfix(loss=f"{np.mean(losses):.4f}")
-        train_loss = float(np.mean(losses))
+        if ctx.distributed:  # the mean over every rank's steps, the same on every rank
+            total, steps = distributed.sum_over_ranks(np.array([sum(losses), len(losses)]))
+            train_loss = float(total / steps)
+            distributed.broadcast_buffers(module)
+        else:
+            train_loss = float(np.mean(losses))
         scheduler.step(train_loss)
         train_s = time.perf_counter() - t0
-        val, _ = validation_metrics(module, val_source, data, validate, device)
+        val, _ = validation_metrics(module, val_part_source, data, val_part, device)
+        if val_part is not validate:
+            val = distributed.mean_over_ranks(val, len(val_part))
         record = {
             "epoch": epoch,
             "train_loss": round(train_loss, 6),
             "lr": optimizer.param_groups[0]["lr"],
             "train_s": round(train_s, 3),
             "validate_s": round(time.perf_counter() - t0 - train_s, 3),
+            **({"processes": ctx.world_size} if ctx.distributed else {}),
             **{f"val_{k}": round(v, 6) for k, v in val.items()},
         }
         improved = val["mean_ndcg"] > best["metrics"]["mean_ndcg"]
@@ -266,14 +356,14 @@ def train_model(
                 f.write(json.dumps(record) + "\n")
             _save_resume(out / "resume.pt", spec.name, module, optimizer, scheduler, epoch, best,
                          history, config, fingerprint)
-        if on_epoch is not None:
+        if on_epoch is not None and writes:
             on_epoch(record)
 
     if best["state"] is not None:
         module.load_state_dict(best["state"])
     module.eval()
     addon, choice = None, None
-    if best["state"] is not None and wants_addon(config):
+    if best["state"] is not None and wants_addon(config) and writes:
         # The ranking add-on step: any model, from its validation scores.
         _, val_scores = validation_metrics(module, val_source, data, validate, device)
         addon, choice = choose_addon(config, val_scores, data, pool_train, validate)
