@@ -235,7 +235,7 @@ def _train_model(
     ctx: distributed.DistContext,
     device: torch.device,
     t_start: float,
-) -> tuple[nn.Module, NeighbourAddOn | None, TrainResult]:
+) -> tuple[nn.Module, RankingAddOn | None, TrainResult]:
     """:func:`train_model` on ``device`` as rank ``ctx.rank`` of ``ctx.world_size``."""
     torch.manual_seed(config.seed)
     module = spec.build(data.n_items, config).to(device)
