@@ -14,10 +14,12 @@ Lightning is not a dependency of basketgnn; install it beside the venv, e.g.
 ``pip install --no-deps --target /tmp/lightning-site "lightning==2.2.*" lightning-utilities
 "torchmetrics==1.3.*"``, and put that folder on PYTHONPATH.
 
-Arms, same data, default DNNTSPConfig (neighbour scores off: they act after training), same seed:
+Arms, same data, default DNNTSPConfig (ranking add-on off, ``fusion: off``: it acts after
+training), same seed:
 
-plain      ``train.trainer.train_dnntsp`` itself, today's loop. Its per-epoch ``train_s`` covers
-           the training batches and the scheduler step, not validation.
+plain      the training engine itself, today's loop: ``engine.trainer.train_model`` with
+           ``registry.get_spec("dnntsp")`` (what ``basketgnn train`` runs). Its per-epoch
+           ``train_s`` covers the training batches and the scheduler step, not validation.
 lightning  DNNTSP in a LightningModule fitted by ``lightning.Trainer`` on CPU, no logger, no
            checkpointing, no progress bar, no validation. The batches are the plain loop's
            (``length_batches`` with the rng (seed, epoch)), fed by a DataLoader over those
@@ -55,14 +57,15 @@ from typing import Any
 
 import numpy as np
 import torch
-from basketgnn.train import trainer as trainer_module
-from basketgnn.train.losses import compute_loss, multi_hot
-from basketgnn.train.trainer import length_batches, setup_torch, train_dnntsp
 from common import append_result, shared_dataset
 
+from basketgnn import registry
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.ingest import read_dnntsp_json
 from basketgnn.data.split import Instances, make_split
+from basketgnn.engine import trainer as trainer_module
+from basketgnn.engine.losses import compute_loss, multi_hot
+from basketgnn.engine.trainer import length_batches, setup_torch, train_model
 from basketgnn.graph.cooccurrence import GraphBatch, UserGraphs, build_user_graphs
 from basketgnn.models.dnntsp import DNNTSP, DNNTSPConfig
 
@@ -241,7 +244,7 @@ def lightning_fit(
     own_scheduler: bool = False,
 ) -> tuple[State, EpochClock, LitDNNTSP, L.Trainer]:
     """Fit DNNTSP with Lightning for ``epochs`` epochs (resuming from ``ckpt_path`` if given)."""
-    torch.manual_seed(config.seed if init_seed is None else init_seed)  # as train_dnntsp
+    torch.manual_seed(config.seed if init_seed is None else init_seed)  # as train_model
     module = LitDNNTSP(DNNTSP.from_config(n_items, config), config, own_scheduler)
     clock = EpochClock()
     callbacks: list[Callback] = [clock]
@@ -263,10 +266,11 @@ def lightning_fit(
 
 @contextmanager
 def plain_cpu_clock():
-    """CPU time of each of train_dnntsp's training epochs: from its call of ``length_batches``
-    with an rng (the epoch's first step) to its call of ``validation_metrics`` (right after the
-    scheduler step), the span its ``train_s`` covers. Wraps the two names in train.trainer
-    for the duration only. Yields the list of per-epoch CPU seconds, filled as it runs."""
+    """CPU time of each of the engine's training epochs: from its call of ``length_batches``
+    with an rng (the epoch's first step, through ``BatchPlan.epoch``) to its call of
+    ``validation_metrics`` (right after the scheduler step), the span its ``train_s`` covers.
+    Wraps the two names in engine.trainer for the duration only (the add-on step after training
+    is off, so ``validation_metrics`` is called once per epoch). Yields the list of per-epoch CPU seconds, filled as it runs."""
     cpu: list[float] = []
     start = [0.0]
     batches_fn, validate_fn = trainer_module.length_batches, trainer_module.validation_metrics
@@ -293,7 +297,8 @@ def plain_fit(
     """Today's loop; the state after the last epoch is the one it saves for resuming.
     Returns (state, per-epoch records, per-epoch training CPU seconds)."""
     with plain_cpu_clock() as cpu:
-        _, result = train_dnntsp(data, train, validate, config, out_dir=out_dir, progress=False)
+        _, _, result = train_model(registry.get_spec("dnntsp"), data, train, validate, config,
+                                   out_dir=out_dir, progress=False)
     resume = torch.load(out_dir / "resume.pt", map_location="cpu", weights_only=False)
     return {k: resume[k] for k in ("model", "optimizer", "scheduler")}, result.history, cpu
 
@@ -522,7 +527,7 @@ def main() -> None:
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
 
-    config = DNNTSPConfig(epochs=args.epochs, seed=args.seed, threads=args.threads, neighbour_weight=0)
+    config = DNNTSPConfig(epochs=args.epochs, seed=args.seed, threads=args.threads, fusion="off")
     setup_torch(config)
     if args.part == "overhead":
         load_start = _load()

@@ -29,12 +29,17 @@ from common import PROJECT, SHARED, append_result
 
 def worker(data_arg: str, stride: int, batch_size: int) -> dict:
     import torch
-    from basketgnn.train.losses import compute_loss, multi_hot
-    from basketgnn.train.trainer import length_batches, setup_torch
 
     from basketgnn.data.dataset import BasketData
     from basketgnn.data.ingest import read_dnntsp_json
     from basketgnn.data.split import make_split
+
+    try:
+        from basketgnn.engine.losses import compute_loss, multi_hot
+        from basketgnn.engine.trainer import length_batches, setup_torch
+    except ImportError:  # a --code checkout from before the training engine
+        from basketgnn.train.losses import compute_loss, multi_hot
+        from basketgnn.train.trainer import length_batches, setup_torch
     from basketgnn.graph.cooccurrence import build_user_graphs
     from basketgnn.models.dnntsp import DNNTSP, DNNTSPConfig
 

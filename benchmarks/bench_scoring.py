@@ -6,8 +6,10 @@
 Every customer of the data is scored from their full history, as `basketgnn recommend` does.
 The model is the default DNNTSP configuration, untrained: scoring cost does not depend on the
 weights, and this keeps the script to seconds of setup. It runs twice: the model alone, and with
-neighbour fusion (the pool of the split's training customers, k = 300, the larger of the
-validation choices, weight 0.1: what a default model does when validation picks a weight > 0).
+the engine's neighbour add-on (``fusion: neighbours``, :class:`basketgnn.engine.addons.NeighbourAddOn`:
+the pool of the split's training customers, k = 300, the larger of the validation choices,
+weight 0.1: what such a model does when validation picks a weight > 0). The engine's default
+add-on is now the TIFU-KNN fusion (``fusion: tifu``); this script does not time that one.
 
 For each it measures
 - ``end_to_end``: :func:`basketgnn.recommend.write_recommendation_parts` into a temporary
@@ -35,16 +37,17 @@ import pyarrow as pa
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from basketgnn.recommenders.dnntsp import DNNTSPRecommender  # noqa: E402
-from basketgnn.train.trainer import score_graphs, setup_torch  # noqa: E402
-
 from basketgnn.data.dataset import BasketData  # noqa: E402
 from basketgnn.data.split import Instances, make_split  # noqa: E402
+from basketgnn.engine.addons import AddOnChoice, NeighbourAddOn  # noqa: E402
+from basketgnn.engine.checkpoint import save_checkpoint  # noqa: E402
+from basketgnn.engine.recommender import NeuralRecommender  # noqa: E402
+from basketgnn.engine.trainer import score_source, setup_torch  # noqa: E402
 from basketgnn.graph.cooccurrence import build_user_graphs  # noqa: E402
 from basketgnn.io_utils import write_table_stream  # noqa: E402
 from basketgnn.metrics import top_k  # noqa: E402
-from basketgnn.models.dnntsp import DNNTSP, DNNTSPConfig  # noqa: E402
-from basketgnn.models.neighbours import NeighbourPool, fuse_neighbours  # noqa: E402
+from basketgnn.models.dnntsp import DNNTSP, SPEC, DNNTSPConfig  # noqa: E402
+from basketgnn.models.neighbours import NeighbourPool  # noqa: E402
 from basketgnn.recommend import SCHEMA, recommendation_table, write_recommendation_parts  # noqa: E402
 from benchmarks.common import append_result, peak_rss_mb, shared_dataset  # noqa: E402
 
@@ -66,14 +69,14 @@ def load(args: argparse.Namespace) -> tuple[str, BasketData]:
 
 
 def by_stage(
-    rec: DNNTSPRecommender, data: BasketData, k: int, folder: Path
+    rec: NeuralRecommender, data: BasketData, k: int, folder: Path
 ) -> tuple[dict[str, float], dict[str, float]]:
     """Wall and CPU seconds of each stage, one after another, over every customer in batches of
     BATCH. CPU seconds are less sensitive to other processes' load on a shared machine."""
     model = rec.model
     assert model is not None
     device = setup_torch(rec.config)
-    pool = model.neighbour_pool
+    addon = rec.addon  # NeighbourAddOn (fusion on) or None
     n_history = data.n_baskets_per_user.astype(np.int64)
     user_ids, item_ids = pa.array(data.user_ids.astype(str)), pa.array(data.item_ids.astype(str))
     names = ("graphs", "forward", "neighbour_search", "fuse", "top_k", "rows", "write")
@@ -85,12 +88,12 @@ def by_stage(
         marks = [_now()]
         graphs = build_user_graphs(data, inst, with_targets=False)
         marks.append(_now())
-        scores = score_graphs(model, graphs, device)
+        scores = score_source(model, graphs, data.n_items, device)
         marks.append(_now())
-        nbrs = pool.scores(data, inst) if pool is not None else None
+        nbrs = addon.search(data, inst) if addon is not None else None
         marks.append(_now())
-        if nbrs is not None:
-            scores = fuse_neighbours(scores, nbrs, model.neighbour_weight)
+        if addon is not None:
+            scores = addon.fuse(scores, nbrs)
         marks.append(_now())
         idx = top_k(scores, k)
         vals = np.take_along_axis(scores, idx, axis=1)
@@ -121,13 +124,12 @@ def _now() -> tuple[float, float]:
 
 def save(model: DNNTSP, pool: NeighbourPool, config: DNNTSPConfig, data: BasketData, path: Path) -> None:
     """The benchmark's fused model as a checkpoint whose data (a prepared folder) lies beside it."""
-    from basketgnn.train.checkpoint import save_checkpoint
-
     folder = path.with_suffix(".data")
     data.save(folder)
-    model.neighbour_pool, model.neighbour_weight = pool, 0.1
-    save_checkpoint(path, model, config, data.item_ids,
-                    {"neighbour_choice": {"k": pool.k, "weight": 0.1}, "data": str(folder.resolve())})  # fmt: skip
+    choice = AddOnChoice("neighbours", 0.1, pool.k)
+    save_checkpoint(path, SPEC.name, model, config, data.item_ids,
+                    {"addon_choice": choice.as_dict(), "data": str(folder.resolve())},
+                    addon=NeighbourAddOn(pool, 0.1))  # fmt: skip
     print(f"wrote {path} (data: {folder})")
 
 
@@ -153,7 +155,9 @@ def main() -> None:
     name, data = load(args)
     split = make_split(data, "auto")
     setup_s = time.perf_counter() - t0
-    config = DNNTSPConfig(threads=args.threads)
+    # The neighbour add-on (not the default TIFU fusion): this benchmark's fused arm is the
+    # neighbour score, k = 300, weight 0.1 (module docstring).
+    config = DNNTSPConfig(threads=args.threads, fusion="neighbours", neighbour_weight=0.1, neighbour_k=300)
     setup_torch(config)
     model = DNNTSP.from_config(data.n_items, config)
     t0 = time.perf_counter()
@@ -165,9 +169,9 @@ def main() -> None:
         save(model, pool, config, data, args.save_checkpoint)
         return
     for fusion in ("off", "on") if args.fusion == "both" else (args.fusion,):
-        rec = DNNTSPRecommender(config)
-        rec.model = model
-        model.neighbour_pool, model.neighbour_weight = (pool, 0.1) if fusion == "on" else (None, 0.0)
+        rec = NeuralRecommender(SPEC, config)
+        rec.model, rec.item_ids = model, data.item_ids
+        rec.addon = NeighbourAddOn(pool, 0.1) if fusion == "on" else None
         record = {
             "data": name, "customers": data.n_users, "items": data.n_items, "pool": pool.vectors.n_rows,
             "fusion": fusion, "k": args.k, "chunk": args.chunk, "threads": args.threads,
