@@ -341,8 +341,9 @@ def evaluate(
         if split_kind == "auto":
             split_kind = recommender.checkpoint.get("split_spec", "auto")
         entry = workflow.ModelEntry(recommender.name, label=None if addon else f"{recommender.name} (model only)")
-        if not addon:
+        if not addon:  # the record then shows no fusion choice either
             recommender.addon = None
+            recommender.checkpoint.pop("addon_choice", None)
     else:
         if not addon:
             raise UserError("--model-only applies to a --checkpoint; train with `fusion: off` instead.")

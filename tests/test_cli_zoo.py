@@ -21,7 +21,7 @@ def _train(monkeypatch, capsys, folder, model: str, fusion: str) -> None:
     if (folder / f"{model}-{fusion}" / "best.pt").exists():
         return
     config = folder / f"{model}-{fusion}.yaml"
-    config.write_text(TINY[model] + f"batch_size: 64\nfusion: {fusion}\n")
+    config.write_text(TINY[model] + f"batch_size: 64\nthreads: 1\nfusion: {fusion}\n")
     code, out, err = run(monkeypatch, capsys, "train", "--model", model, "--data", str(folder / "data"),
                          "--config", str(config), "--out", str(folder / f"{model}-{fusion}"),
                          "--epochs", "1", "--seed", "0", "--no-progress")
@@ -84,6 +84,7 @@ def test_model_only_ranks_a_fused_checkpoint_by_the_model_alone(monkeypatch, cap
         assert code == 0, err
         results[name] = json.loads(out.read_text())
     assert results["tifu"]["model"] == "sasrec (model only)"
+    assert "fusion_used" not in results["tifu"]["params"]
     assert results["tifu"]["metrics"] == results["off"]["metrics"]
 
 
