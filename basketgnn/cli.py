@@ -308,9 +308,18 @@ def evaluate(
     seed: Annotated[int, typer.Option(help="Seed of a random split.")] = 0,
     device: Annotated[str | None, typer.Option(help="torch device (a checkpoint or a neural --model).")] = None,
     output: Annotated[Path | None, typer.Option(help="Write the result as JSON here.")] = None,
+    addon: Annotated[
+        bool,
+        typer.Option(
+            "--addon/--model-only",
+            help="With --checkpoint: rank as trained (the ranking add-on, e.g. the fusion with "
+            "TIFU-KNN, that validation chose), or by the model's own scores alone.",
+        ),
+    ] = True,
 ) -> None:
     """Metrics of a model fitted on the split's training part (neural models choose their best
-    epoch on its validation part), or of a trained checkpoint.
+    epoch on its validation part), or of a trained checkpoint (`--model-only`: without its
+    fusion add-on).
 
     Examples: `basketgnn evaluate --data TaFeng.json --model p-topfreq --output pt.json`,
     `basketgnn evaluate --data TaFeng.json --model dnntsp --config small.yaml` and
@@ -331,8 +340,13 @@ def evaluate(
         recommender, dataset, data = _checkpoint_and_data(checkpoint, data, device)
         if split_kind == "auto":
             split_kind = recommender.checkpoint.get("split_spec", "auto")
-        entry = workflow.ModelEntry(recommender.name)
+        entry = workflow.ModelEntry(recommender.name, label=None if addon else f"{recommender.name} (model only)")
+        if not addon:  # the record then shows no fusion choice either
+            recommender.addon = None
+            recommender.checkpoint.pop("addon_choice", None)
     else:
+        if not addon:
+            raise UserError("--model-only applies to a --checkpoint; train with `fusion: off` instead.")
         assert model is not None
         registry.check_name(model, "--model: ")
         if data is None:
