@@ -270,7 +270,7 @@ def prepare(
         console.print("\n".join(f"  {line}" for line in dropped), highlight=False)
     skipped = report.get("rows_skipped")
     if skipped:
-        err_console.print(f"[yellow]skipped {skipped} bad row(s):[/] "
+        err_console.print(f"[yellow]skipped {skipped:,} bad row(s):[/] "
                           + "; ".join(report["skipped_because"]))
     if split_out is not None:
         try:

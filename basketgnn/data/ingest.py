@@ -114,6 +114,15 @@ def report_lines(report: dict[str, Any]) -> list[str]:
         )
     if "baskets_dropped_last_n" in report:
         lines.append(f"last-N cap: {report['baskets_dropped_last_n']:,} older baskets dropped")
+    if report.get("rows_dropped_rare_items"):
+        lines.append(
+            f"rare items (--min-item-baskets): {report['rows_dropped_rare_items']:,} rows dropped"
+        )
+    if report.get("customers_dropped_basket_count"):
+        lines.append(
+            f"customers dropped for their number of baskets (--min-baskets / --max-baskets): "
+            f"{report['customers_dropped_basket_count']:,}"
+        )
     return lines
 
 

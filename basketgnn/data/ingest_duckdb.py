@@ -442,11 +442,13 @@ def _validate(
             f"SELECT f, r, {field} FROM raw WHERE ({scope}) AND ({cond}) ORDER BY f, r LIMIT 3"
         ).fetchall():
             if value is None and field == "ts_raw":
-                shown = "NaT" if ts_typed[f] else "nan"  # what pandas shows for a null there
+                shown = "=NaT" if ts_typed[f] else "=nan"  # what pandas shows for a null there
+            elif value is None:
+                shown = " empty"  # an empty CSV cell or a null: not Python's "None"
             else:
-                shown = repr(value)
-            examples.append(f"{files[f]} row {r} ({column}={shown})")
-        problems.append(f"{n} row(s) with {what}, e.g. " + "; ".join(examples))
+                shown = f"={value!r}"
+            examples.append(f"{files[f]} row {r} ({column}{shown})")
+        problems.append(f"{n:,} row(s) with {what}, e.g. " + "; ".join(examples))
     if problems:
         if options.on_bad_rows == "error":
             raise bad_rows_error(problems)

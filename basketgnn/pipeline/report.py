@@ -172,7 +172,7 @@ def report_html(summary: dict[str, Any], charts: list[str]) -> str:
     if report.get("rows_skipped"):
         reasons = "".join(f"<li>{e(s)}</li>" for s in report.get("skipped_because", []))
         parts.append(
-            f"<div class='warn'><b>{report['rows_skipped']} bad row(s) skipped</b> "
+            f"<div class='warn'><b>{report['rows_skipped']:,} bad row(s) skipped</b> "
             f"(input.on_bad_rows: skip):<ul>{reasons}</ul></div>"
         )
     parts.append(results_table)

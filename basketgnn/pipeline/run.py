@@ -649,7 +649,7 @@ class _Runner:
             self.say(f"  {line}")
         if report.get("rows_skipped"):
             self.say(
-                f"  skipped {report['rows_skipped']} bad row(s) of {report['rows_read']:,}: "
+                f"  skipped {report['rows_skipped']:,} bad row(s) of {report['rows_read']:,}: "
                 + " | ".join(report.get("skipped_because", [])),
                 style="yellow",
                 level=logging.WARNING,

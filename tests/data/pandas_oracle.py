@@ -92,10 +92,11 @@ def _bad_rows(df: pd.DataFrame, mask: np.ndarray, what: str, files: list[str], c
     examples = []
     for i in idx[:3]:
         value = df[column].iloc[i] if column in df else None
+        shown = " empty" if value is None else f"={value!r}"
         examples.append(
-            f"{files[int(df['_file'].iloc[i])]} row {int(df['_row'].iloc[i])} ({column}={value!r})"
+            f"{files[int(df['_file'].iloc[i])]} row {int(df['_row'].iloc[i])} ({column}{shown})"
         )
-    return f"{len(idx)} row(s) with {what}, e.g. " + "; ".join(examples)
+    return f"{len(idx):,} row(s) with {what}, e.g. " + "; ".join(examples)
 
 
 def prepare_log_pandas(

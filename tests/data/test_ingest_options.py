@@ -56,6 +56,25 @@ def test_returns_are_excluded_and_counted(export_csv):
     assert "returns excluded (quantity <= 0): 2 rows" in report_lines(report)
 
 
+def test_report_says_why_customers_and_rows_went(export_csv):
+    """What a user reads after prepare: an empty customer cell is shown as empty (not Python's
+    None), and customers dropped for their basket count are a report line."""
+    options = PrepareOptions(on_bad_rows="skip", min_baskets=3)
+    data = prepare_log(export_csv, EXPORT_COLUMNS, options)
+    report = data.meta["report"]
+    assert list(data.user_ids) == ["13047"]  # 17850.0 has 2 baskets once returns are excluded
+    assert report["skipped_because"][0].endswith("log.csv row 10 (CustomerID empty)")
+    assert "None" not in report["skipped_because"][0]
+    lines = report_lines(report)
+    assert "customers dropped for their number of baskets (--min-baskets / --max-baskets): 1" in lines
+    assert not any(line.startswith("rare items") for line in lines)  # no --min-item-baskets
+    rare = prepare_log(export_csv, EXPORT_COLUMNS,
+                       PrepareOptions(on_bad_rows="skip", min_item_baskets=2))  # fmt: skip
+    # POST, C and M are bought in one basket each; 17850.0 is left with one basket ([A, B])
+    assert "rare items (--min-item-baskets): 3 rows dropped" in report_lines(rare.meta["report"])
+    assert list(rare.user_ids) == ["13047"]
+
+
 def test_keep_returns_keeps_them_as_ordinary_rows(export_csv):
     options = PrepareOptions(on_bad_rows="skip", keep_returns=True)
     data = prepare_log(export_csv, EXPORT_COLUMNS, options)
@@ -115,14 +134,14 @@ def test_where_that_leaves_nothing(export_csv):
         prepare_log(export_csv, EXPORT_COLUMNS, PrepareOptions(where="StockCode = 'nothing'"))
 
 
-@pytest.mark.parametrize("value, shown", [("", "None"), ("two", "'two'"), ("inf", "'inf'")])
+@pytest.mark.parametrize("value, shown", [("", " empty"), ("two", "='two'"), ("inf", "='inf'")])
 def test_bad_quantity_names_file_row_column_and_value(tmp_path, value, shown):
     rows = [list(r) for r in EXPORT_ROWS[:3]]
     rows[1][2] = value
     path = write_csv(tmp_path, rows, columns=EXPORT)
     with pytest.raises(UserError, match=(
         r"1 row\(s\) with a missing or non-numeric quantity in 'Quantity', e\.g\. "
-        rf".*log\.csv row 2 \(Quantity={shown}\).*--on-bad-rows skip"
+        rf".*log\.csv row 2 \(Quantity{shown}\).*--on-bad-rows skip"
     )):  # fmt: skip
         prepare_log(path, EXPORT_COLUMNS)
 
@@ -184,7 +203,7 @@ def test_nan_parquet_id_is_a_missing_id(tmp_path):
     table = pa.table({"customer_id": pa.array([1.0, 1.0, float("nan")]),
                       "basket_id": ["1", "2", "3"], "item_id": ["x", "y", "z"]})  # fmt: skip
     pq.write_table(table, tmp_path / "log.parquet")
-    with pytest.raises(UserError, match=r"1 row\(s\) with no customer.*row 3 \(customer_id=None\)"):
+    with pytest.raises(UserError, match=r"1 row\(s\) with no customer.*row 3 \(customer_id empty\)"):
         prepare_log(tmp_path / "log.parquet", Columns(timestamp=None))
 
 
