@@ -20,6 +20,7 @@ would leave the others waiting forever.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,9 +76,20 @@ def start(device: torch.device) -> tuple[DistContext, torch.device]:
     return ctx, device
 
 
-def finish(ctx: DistContext) -> None:
-    """Close the process group if the engine opened it."""
+def finish(ctx: DistContext, clean: bool = True) -> None:
+    """Close the process group if the engine opened it.
+
+    After a clean run every rank first meets at a barrier and then sleeps briefly, the GIL
+    released: gloo's worker threads free the tensors of finished collectives, and freeing one
+    that has a Python object needs the GIL. In torch 2.2 the group's destructor joins those
+    threads while holding the GIL, so destroying it while a worker still waits for the GIL
+    deadlocks (seen in a 2-process test). ``clean=False`` (an error is propagating, other ranks
+    may never arrive) skips the barrier.
+    """
     if ctx.owns_group and dist.is_initialized():
+        if clean:
+            dist.barrier()
+            time.sleep(0.1)
         dist.destroy_process_group()
 
 

@@ -216,10 +216,13 @@ def train_model(
     t_start = time.perf_counter()
     ctx, device = distributed.start(setup_torch(config))
     try:
-        return _train_model(spec, data, train, validate, config, out_dir, progress, on_epoch,
-                            plan, ctx, device, t_start)
-    finally:
-        distributed.finish(ctx)
+        result = _train_model(spec, data, train, validate, config, out_dir, progress, on_epoch,
+                              plan, ctx, device, t_start)
+    except BaseException:
+        distributed.finish(ctx, clean=False)
+        raise
+    distributed.finish(ctx)
+    return result
 
 
 def _train_model(

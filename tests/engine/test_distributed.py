@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -67,7 +68,13 @@ def _worker(rank: int, root: str, ports: list[int]) -> None:
 @pytest.fixture(scope="module")
 def ddp_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("ddp")
-    mp.spawn(_worker, args=(str(root), [_free_port() for _ in RUNS]), nprocs=WORLD, join=True)
+    procs = mp.spawn(_worker, args=(str(root), [_free_port() for _ in RUNS]), nprocs=WORLD, join=False)
+    deadline = time.monotonic() + 600
+    while not procs.join(timeout=5):  # raises if a rank failed
+        if time.monotonic() > deadline:  # a hang must fail the test, never stall CI
+            for p in procs.processes:
+                p.kill()
+            pytest.fail("the 2-process training did not finish within 600 s (a rank hangs)")
 
     def result(name: str, epochs: int, rank: int) -> dict:
         return torch.load(root / f"{name}-{epochs}-rank{rank}.pt", weights_only=False)
