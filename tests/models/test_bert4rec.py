@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-
-from basketgnn.engine.losses import multi_hot
-from basketgnn.models.bert4rec import SPEC, BERT4RecConfig
-from tests.models.zoo_support import (
+from reference_zoo import bert4rec_logits
+from zoo_support import (
     TINY_ITEMS,
     histories,
     model_vs_popularity,
     tiny_batch,
     with_padding,
 )
-from tests.reference_zoo import bert4rec_logits
+
+from basketgnn.engine.losses import multi_hot
+from basketgnn.models.bert4rec import SPEC, BERT4RecConfig
 
 
 def tiny(config: BERT4RecConfig):

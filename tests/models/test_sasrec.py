@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import torch
-
-from basketgnn.models.sasrec import SPEC, SASRecConfig
-from tests.models.zoo_support import (
+from reference_zoo import sasrec_scores
+from zoo_support import (
     TINY_ITEMS,
     assert_matches_reference,
     model_vs_popularity,
     tiny_batch,
     with_padding,
 )
-from tests.reference_zoo import sasrec_scores
+
+from basketgnn.models.sasrec import SPEC, SASRecConfig
 
 
 def tiny(config: SASRecConfig):
