@@ -19,6 +19,16 @@ makes the recommendations), on the split's training part, like the trained model
 fit, evaluate, recommend) is done by the one workflow core, :mod:`basketgnn.workflow`; models
 are named by their registry name (:mod:`basketgnn.registry`).
 
+Nightly runs (the ``train`` section): ``train.sample_customers`` fits every model on a seeded
+sample of customers (:mod:`basketgnn.data.sample`; part of the ``split`` stage, whose test part
+stays whole), while every customer is evaluated and recommended; ``train.warm_start`` starts
+each trained model from an earlier checkpoint (:mod:`basketgnn.engine.warm_start`), ``previous``
+being the model's best.pt of the last successful run of this run folder on other data. Every
+successful run appends one line to ``RUN_DIR/runs.jsonl`` (when, the data's hash, each trained
+model's checkpoint): that is where ``previous`` looks. Resolving ``previous`` past runs on the
+same data makes a rerun of an unchanged job start from the same checkpoint, so it reuses every
+stage. The checkpoint's hash is part of the fit stage's hash.
+
 At the end, the top-level outputs are copied from the stage folders into RUN_DIR as one set:
 ``recommendations.parquet`` / ``.csv``, ``metrics.json``, ``report.html`` and its
 ``report_*.png`` charts. They are staged whole in ``RUN_DIR/.publishing/`` first and renamed
@@ -52,7 +62,7 @@ from basketgnn import __version__, registry
 from basketgnn.config import describe_validation_error, load_yaml, resolve_path
 from basketgnn.data.ingest import DEFAULT_MAX_BASKET_ITEMS, report_lines
 from basketgnn.errors import UserError
-from basketgnn.io_utils import finish_publishing, publish_files, write_json
+from basketgnn.io_utils import file_sha256, finish_publishing, publish_files, write_json, write_text
 
 if TYPE_CHECKING:
     from basketgnn.data.dataset import BasketData
@@ -65,6 +75,9 @@ if TYPE_CHECKING:
 CACHE_VERSION = 2
 DONE_FILE = "_done.json"
 LOG_FILE = "pipeline.log"
+RUNS_FILE = "runs.jsonl"
+#: ``train.warm_start`` value: the model's checkpoint of the last successful run (on other data).
+PREVIOUS = "previous"
 RECOMMENDATION_FILES = ("recommendations.parquet", "recommendations.csv")
 EVALUATED_PART = "test"
 
@@ -173,6 +186,33 @@ class RecommendSpec(_Section):
     )
 
 
+class TrainSpec(_Section):
+    warm_start: str | dict[str, str] | None = Field(
+        None,
+        description="Start each trained model from an earlier checkpoint of the same model and "
+        "architecture: previous (its best.pt of the last successful run of this run_dir on other "
+        "data; from scratch when there is none), a path to a best.pt (a job training one model), "
+        "or {model: previous | path}. null: from scratch.",
+    )
+    sample_customers: int | None = Field(
+        None,
+        ge=1,
+        description="Fit every model on a seeded sample of this many customers (drawn by id; "
+        "validation customers come from the sample); every customer is still evaluated and "
+        "recommended. null: all customers.",
+    )
+    sample_seed: int = Field(0, description="Seed of the customer sample.")
+
+
+class NeighboursSpec(_Section):
+    pool_cap: int | None = Field(
+        None,
+        ge=1,
+        description="Most customers in TIFU-KNN's neighbour pool (a bounded search for very large "
+        "logs); passed to TIFU-KNN as pool_cap. null: every training customer.",
+    )
+
+
 class ReportSpec(_Section):
     title: str = Field("Next-basket recommendations", description="Title of report.html.")
 
@@ -186,6 +226,8 @@ class PipelineSpec(_Section):
     models: ModelsSpec = Field(default_factory=ModelsSpec)
     recommend: RecommendSpec = Field(default_factory=RecommendSpec)
     report: ReportSpec = Field(default_factory=ReportSpec)
+    train: TrainSpec = Field(default_factory=TrainSpec)
+    neighbours: NeighboursSpec = Field(default_factory=NeighboursSpec)
 
 
 @dataclass(frozen=True)
@@ -199,6 +241,8 @@ class Job:
     baselines: list[tuple[str, dict[str, Any]]]
     trained: dict[str, TrainOptions]
     """Trained models (registry name -> config), in file order."""
+    warm_start: dict[str, str]
+    """Trained model -> ``previous`` or a checkpoint's absolute path (absent: from scratch)."""
 
 
 def load_job(config_path: str | Path) -> Job:
@@ -260,6 +304,8 @@ def load_job(config_path: str | Path) -> Job:
         if name in {b for b, _ in baselines}:
             raise UserError(f"{config_path}: models lists {name!r} twice.")
 
+    baselines = _with_pool_cap(config_path, baselines, spec.neighbours.pool_cap)
+    warm_start = _warm_start_by_model(config_path, base, spec.train.warm_start, list(trained))
     models = [b for b, _ in baselines] + list(trained)
     if not models:
         raise UserError(
@@ -278,7 +324,70 @@ def load_job(config_path: str | Path) -> Job:
         input_path=resolve_path(base, spec.input.path),
         baselines=baselines,
         trained=trained,
+        warm_start=warm_start,
     )
+
+
+def _with_pool_cap(
+    config_path: Path, baselines: list[tuple[str, dict[str, Any]]], cap: int | None
+) -> list[tuple[str, dict[str, Any]]]:
+    """``neighbours.pool_cap`` given to TIFU-KNN (its ``pool_cap`` option), where it has one."""
+    import dataclasses
+
+    from basketgnn.registry import make_baseline
+    from basketgnn.scoring.tifu import TifuParams
+
+    if cap is None:
+        return baselines
+    if "pool_cap" not in {f.name for f in dataclasses.fields(TifuParams)}:
+        raise UserError(
+            f"{config_path}: neighbours.pool_cap: this basketgnn's TIFU-KNN has no neighbour-pool "
+            "cap (TifuParams.pool_cap); remove the key."
+        )
+    out = []
+    for name, options in baselines:
+        if name == "tifu-knn":
+            options = {**options, "pool_cap": cap}
+            try:
+                make_baseline(name, **options)
+            except UserError as e:
+                raise UserError(f"{config_path}: neighbours.pool_cap: {e}") from None
+        out.append((name, options))
+    return out
+
+
+def _warm_start_by_model(
+    config_path: Path, base: Path, given: str | dict[str, str] | None, trained: list[str]
+) -> dict[str, str]:
+    """``train.warm_start`` per trained model: ``previous`` or a checked absolute path."""
+    if given is None:
+        return {}
+    if isinstance(given, str):
+        if given != PREVIOUS and len(trained) != 1:
+            raise UserError(
+                f"{config_path}: train.warm_start: a checkpoint path fits one trained model, and "
+                f"this job trains {len(trained)} ({', '.join(trained) or 'none'}); write "
+                "{model: path} for each, or previous."
+            )
+        given = {name: given for name in trained}
+    out = {}
+    for name, value in given.items():
+        if name not in trained:
+            raise UserError(
+                f"{config_path}: train.warm_start.{name}: this job trains no {name!r}; name one "
+                f"of {', '.join(trained) or '(none: models trains no model)'}."
+            )
+        if value == PREVIOUS:
+            out[name] = PREVIOUS
+            continue
+        path = resolve_path(base, value)
+        if not path.is_file():
+            raise UserError(
+                f"{config_path}: train.warm_start: {path}: no such checkpoint file; give a best.pt "
+                f"of an earlier run, or {PREVIOUS}."
+            )
+        out[name] = str(path)
+    return out
 
 
 @dataclass(frozen=True)
@@ -496,6 +605,9 @@ class _Runner:
         split_settings: dict[str, Any] = {"kind": kind}
         if kind == "random":
             split_settings["seed"] = spec.split.seed  # other kinds ignore it: no needless rerun
+        if spec.train.sample_customers is not None:
+            split_settings["sample"] = {"customers": spec.train.sample_customers,
+                                        "seed": spec.train.sample_seed}
         split = self.stage(
             "split", split_settings, [prepare], lambda d: self._make_split(d, prepare, kind)
         )
@@ -504,16 +616,23 @@ class _Runner:
             + ", ".join(f"{n:,} {p}" for p, n in split.info["sizes"].items())
             + " customers"
         )
+        if "sample" in split.info:
+            from basketgnn.data.sample import CustomerSample
+
+            self.say("  " + CustomerSample(**split.info["sample"]).describe())
 
         fits: dict[str, _Stage] = {}
         for name, config in job.trained.items():
+            warm = self._warm_start_checkpoint(name, prepare)
             fits[name] = self.stage(
                 f"fit_{name}",
                 # Where training runs is no part of what it computes (as for resume.pt).
                 config.model_dump(exclude={"device", "threads"}),
                 [split],
-                lambda d, name=name: self._fit(d, name, prepare, split),
+                lambda d, name=name, warm=warm: self._fit(d, name, prepare, split, warm),
                 resumable=True,
+                extra=None if warm is None else {"warm_start": {"checkpoint": str(warm),
+                                                                "sha256": file_sha256(warm)}},
             )
             info = fits[name].info
             self.say(
@@ -562,6 +681,7 @@ class _Runner:
         published = [recommend.dir / f for f in RECOMMENDATION_FILES]
         published += [report.dir / f for f in report.info["files"]]
         self._publish(published)
+        self._record_success(prepare, fits)
         out = {p.name: job.run_dir / p.name for p in published}
         outputs = {
             "recommendations_parquet": out["recommendations.parquet"],
@@ -587,6 +707,32 @@ class _Runner:
             "outputs": outputs,
             "seconds": seconds,
         }
+
+    def _warm_start_checkpoint(self, name: str, prepare: _Stage) -> Path | None:
+        """The checkpoint ``name`` starts from (``train.warm_start``), None: from scratch."""
+        given = self.job.warm_start.get(name)
+        if given is None:
+            return None
+        if given != PREVIOUS:
+            return Path(given)
+        found = previous_checkpoint(self.job.run_dir, name, prepare.output_key)
+        if found is None:
+            self.say(f"  {name}: no earlier successful run on other data has a checkpoint of it "
+                     f"(train.warm_start: {PREVIOUS}): training from scratch")
+        return found
+
+    def _record_success(self, prepare: _Stage, fits: dict[str, _Stage]) -> None:
+        """One line in RUNS_FILE for this finished run (see the module docstring)."""
+        path = self.job.run_dir / RUNS_FILE
+        record = {
+            "finished": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "data": prepare.output_key,
+            "checkpoints": {name: str(fit.dir / "best.pt") for name, fit in fits.items()},
+        }
+        before = path.read_text() if path.is_file() else ""
+        if before and not before.endswith("\n"):
+            before += "\n"
+        write_text(path, before + json.dumps(record) + "\n")
 
     def _publish(self, files: list[Path]) -> None:
         """Copy stage outputs to the run folder as one set (see :func:`publish_files`);
@@ -661,10 +807,18 @@ class _Runner:
 
         data = self.data(prepare)
         split = workflow.split(data, kind, self.job.spec.split.seed)
-        save_split(split, data, folder / "split.json")
-        return {"name": split.name, "sizes": {p: len(inst) for p, inst in split.parts.items()}}
+        sampled = None
+        if (n := self.job.spec.train.sample_customers) is not None:
+            from basketgnn.data.sample import sample_split
 
-    def _fit(self, folder: Path, name: str, prepare: _Stage, split: _Stage) -> dict[str, Any]:
+            split, sampled = sample_split(split, data, n, self.job.spec.train.sample_seed)
+        save_split(split, data, folder / "split.json")
+        info: dict[str, Any] = {"name": split.name, "sizes": {p: len(inst) for p, inst in split.parts.items()}}
+        return info if sampled is None else {**info, "sample": sampled.as_dict()}
+
+    def _fit(
+        self, folder: Path, name: str, prepare: _Stage, split: _Stage, warm: Path | None = None
+    ) -> dict[str, Any]:
         from basketgnn import workflow
         from basketgnn.engine.checkpoint import stamp_checkpoint
 
@@ -683,11 +837,13 @@ class _Runner:
             )
 
         outcome = workflow.fit(
-            workflow.ModelEntry(name, config, out_dir=folder), data, sp,
+            workflow.ModelEntry(name, config, out_dir=folder, warm_start=warm), data, sp,
             progress=self.progress, on_epoch=on_epoch,
         )
         result = outcome.training
         assert result is not None
+        if result.warm_start is not None:
+            self.say(f"  {result.warm_start.describe()}; epoch 0 is that model")
         # Lets `basketgnn predict/evaluate --checkpoint` find this run's data and exact split.
         stamp_checkpoint(folder / "best.pt", prepare.dir / "data", str(split.dir / "split.json"))
         history = result.history
@@ -697,6 +853,7 @@ class _Runner:
             "best_validation": _finite(result.best_validation),
             # Summed per epoch, so a resumed training counts its earlier epochs too.
             "train_seconds": round(sum(r["train_s"] + r["validate_s"] for r in history), 3),
+            **({"warm_start": result.warm_start.as_dict()} if result.warm_start is not None else {}),
         }
 
     def _trained(self, name: str, fit: _Stage) -> NeuralRecommender:
@@ -817,6 +974,10 @@ class _Runner:
                 s.name: s.info["seconds"] for s in (prepare, split, *fits.values(), evaluate, recommend)
             },
         }
+        nightly = nightly_summary(split.info, {n: f.info for n, f in fits.items()},
+                                  self.job.spec.neighbours.pool_cap)
+        if nightly:
+            summary["nightly"] = nightly
         write_json(folder / "metrics.json", summary)
         train_log = None
         if charted is not None:
@@ -824,6 +985,41 @@ class _Runner:
             train_log = [json.loads(line) for line in lines if line.strip()]
         charts = write_report(folder, summary, train_log)
         return {"files": ["metrics.json", "report.html", *charts], "charts": charts}
+
+
+def previous_checkpoint(run_dir: Path, name: str, data_key: str) -> Path | None:
+    """``name``'s checkpoint of the last successful run in ``run_dir`` on data other than
+    ``data_key`` whose file still exists (module docstring), None when there is none."""
+    path = run_dir / RUNS_FILE
+    if not path.is_file():
+        return None
+    for line in reversed(path.read_text().splitlines()):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut short by a crash: not a finished run
+        checkpoint = record.get("checkpoints", {}).get(name)
+        if record.get("data") == data_key or checkpoint is None:
+            continue
+        if Path(checkpoint).is_file():
+            return Path(checkpoint)
+    return None
+
+
+def nightly_summary(
+    split_info: dict[str, Any], fit_infos: dict[str, dict[str, Any]], pool_cap: int | None
+) -> dict[str, Any]:
+    """What a nightly run sampled and reused (metrics.json ``nightly``); empty for a job
+    without sample, warm start or pool cap, so its outputs stay as they were."""
+    out: dict[str, Any] = {}
+    if "sample" in split_info:
+        out["sample"] = split_info["sample"]
+    warm = {name: info["warm_start"] for name, info in fit_infos.items() if "warm_start" in info}
+    if warm:
+        out["warm_start"] = warm
+    if pool_cap is not None:
+        out["neighbour_pool_cap"] = pool_cap
+    return out
 
 
 def _input_files(path: Path) -> list[list[Any]]:
