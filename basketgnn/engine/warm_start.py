@@ -13,8 +13,8 @@ into today's freshly built module:
   rows are copied; items new today keep the fresh initialisation the module was built with
   (after ``ModelSpec.init``, so a data-dependent start such as DNNTSP's item prior covers
   them); items gone today are dropped.
-* Customers: no model of the engine has per-customer weights (a customer is its history), so
-  nothing is mapped by customer id here; the ranking add-on is chosen afresh after training
+* Customers: no model of the engine has per-customer weights (``ModelSpec.build`` is given the
+  catalogue size only; a customer is their history), so nothing is mapped by customer id here; the ranking add-on is chosen afresh after training
   from today's customers, and the training sample (:mod:`basketgnn.data.sample`) is drawn by
   customer id, so a customer sampled yesterday is sampled today.
 

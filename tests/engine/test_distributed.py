@@ -23,7 +23,9 @@ from basketgnn.errors import UserError
 WORLD = 2
 # Tiny and fast; patience 2 so that early stopping can act within the epochs run.
 OPTIONS = dict(lr=1e-2, batch_size=16, embed_dim=8, patience=2, threads=1)
-RUNS = (("whole", 3), ("cut", 1), ("cut", 3))  # "cut": killed after 1 epoch, then resumed
+# "cut": killed after 1 epoch, then resumed; "warm": warm-started from whole's best.pt, which
+# rank 0 alone reads.
+RUNS = (("whole", 3), ("cut", 1), ("cut", 3), ("warm", 1))
 
 
 def _free_port() -> int:
@@ -55,12 +57,14 @@ def _worker(rank: int, root: str, ports: list[int]) -> None:
         module, addon, result = trainer.train_model(
             SPEC, data, sp["train"], sp["validate"], config, Path(root) / name,
             progress=False, on_epoch=lambda r, calls=calls: calls.append(r["epoch"]),
+            warm_start=Path(root) / "whole" / "best.pt" if name == "warm" else None,
         )
         assert not torch.distributed.is_initialized()  # the engine closed its group
         torch.save(
             {"state": module.state_dict(), "history": result.history, "best_epoch": result.best_epoch,
              "epochs_run": result.epochs_run, "on_epoch": calls, "written": list(written),
-             "addon": result.addon},
+             "addon": result.addon, "warm_start": result.warm_start,
+             "best_validation": result.best_validation},
             Path(root) / f"{name}-{epochs}-rank{rank}.pt",
         )
 
@@ -118,6 +122,20 @@ def test_resume_under_two_processes_continues_exactly(ddp_runs):
             assert torch.equal(v, state[k]), (rank, k)
     log = [json.loads(line)["epoch"] for line in (root / "cut" / "train_log.jsonl").read_text().splitlines()]
     assert log == [r["epoch"] for r in whole["history"]]
+
+
+def test_a_warm_start_read_by_rank_0_reaches_every_rank(ddp_runs):
+    _, result = ddp_runs
+    r0, r1 = result("warm", 1, 0), result("warm", 1, 1)
+    assert r0["warm_start"] is not None and r1["warm_start"] is None  # only rank 0 read the file
+    for k, v in r0["state"].items():
+        assert torch.equal(v, r1["state"][k]), k
+    assert (r0["best_epoch"], r0["epochs_run"]) == (r1["best_epoch"], r1["epochs_run"])
+    # Epoch 0 (the warm model) is the one to beat: the kept model validates at least as well as
+    # the checkpoint it started from.
+    best_whole = max(r["val_mean_ndcg"] for r in result("whole", 3, 0)["history"])
+    assert r0["best_validation"]["mean_ndcg"] >= best_whole - 1e-9
+    assert r1["best_validation"] == r0["best_validation"]
 
 
 def test_every_rank_runs_the_same_steps_and_every_row_once():
