@@ -50,8 +50,8 @@ class CustomerSample:
     def describe(self) -> str:
         return (
             f"training on a sample of {self.sampled:,} of {self.customers:,} customers (seed "
-            f"{self.seed}): {self.train:,} training and {self.validate:,} validation instances "
-            f"of {self.train_before:,} and {self.validate_before:,}"
+            f"{self.seed}): {self.train:,} training and {self.validate:,} validation customers "
+            f"(of {self.train_before:,} and {self.validate_before:,} without the sample)"
         )
 
 

@@ -827,6 +827,7 @@ class _Runner:
         self.say(
             f"  {name} on {len(sp['train']):,} training and {len(sp['validate']):,} validation "
             f"customers, at most {config.epochs} epochs"
+            + (f", starting from {warm} (train.warm_start)" if warm is not None else "")
         )
 
         def on_epoch(r: dict[str, Any]) -> None:
