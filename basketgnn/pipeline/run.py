@@ -27,7 +27,9 @@ being the model's best.pt of the last successful run of this run folder on other
 successful run appends one line to ``RUN_DIR/runs.jsonl`` (when, the data's hash, each trained
 model's checkpoint): that is where ``previous`` looks. Resolving ``previous`` past runs on the
 same data makes a rerun of an unchanged job start from the same checkpoint, so it reuses every
-stage. The checkpoint's hash is part of the fit stage's hash.
+stage. The checkpoint's hash is part of the fit stage's hash. With ``keep_runs: N`` a successful
+run then deletes the finished stage folders that none of the last N successful runs used nor
+warm-started from (:func:`prune_stages`).
 
 At the end, the top-level outputs are copied from the stage folders into RUN_DIR as one set:
 ``recommendations.parquet`` / ``.csv``, ``metrics.json``, ``report.html`` and its
@@ -228,6 +230,13 @@ class PipelineSpec(_Section):
     report: ReportSpec = Field(default_factory=ReportSpec)
     train: TrainSpec = Field(default_factory=TrainSpec)
     neighbours: NeighboursSpec = Field(default_factory=NeighboursSpec)
+    keep_runs: int | None = Field(
+        None,
+        ge=1,
+        description="After a successful run, delete the finished stage folders that none of the "
+        "last N successful runs used (nor the checkpoints they warm-started from), so a nightly "
+        "job's run_dir does not grow without end. null: keep every stage folder.",
+    )
 
 
 @dataclass(frozen=True)
@@ -728,11 +737,19 @@ class _Runner:
             "finished": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "data": prepare.output_key,
             "checkpoints": {name: str(fit.dir / "best.pt") for name, fit in fits.items()},
+            "stages": [Path(s["dir"]).name for s in self.stages],
+            "warm_start": {name: fit.info["warm_start"]["checkpoint"]
+                           for name, fit in fits.items() if "warm_start" in fit.info},
         }
         before = path.read_text() if path.is_file() else ""
         if before and not before.endswith("\n"):
             before += "\n"
         write_text(path, before + json.dumps(record) + "\n")
+        if self.job.spec.keep_runs is not None:
+            removed = prune_stages(self.job.run_dir, self.job.spec.keep_runs)
+            if removed:
+                self.say(f"  keep_runs {self.job.spec.keep_runs}: deleted {len(removed)} stage "
+                         f"folder(s) no kept run uses: {', '.join(removed)}")
 
     def _publish(self, files: list[Path]) -> None:
         """Copy stage outputs to the run folder as one set (see :func:`publish_files`);
@@ -988,17 +1005,42 @@ class _Runner:
         return {"files": ["metrics.json", "report.html", *charts], "charts": charts}
 
 
+def successful_runs(run_dir: Path) -> list[dict[str, Any]]:
+    """The records of RUNS_FILE, oldest first."""
+    path = run_dir / RUNS_FILE
+    if not path.is_file():
+        return []
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # a line cut short by a crash: not a finished run
+    return records
+
+
+def prune_stages(run_dir: Path, keep_runs: int) -> list[str]:
+    """Delete the finished stage folders (with ``_done.json``) that none of the last
+    ``keep_runs`` successful runs used nor warm-started from; returns their names. Unfinished
+    folders (a training to resume) stay. Nothing is deleted while a kept run's record predates
+    the stage list (written by older code: what it used is unknown)."""
+    kept = successful_runs(run_dir)[-keep_runs:]
+    if not kept or any("stages" not in r for r in kept):
+        return []
+    keep = {name for r in kept for name in r["stages"]}
+    keep |= {Path(c).parent.name for r in kept for c in r.get("warm_start", {}).values()}
+    removed = []
+    for folder in sorted((run_dir / "stages").iterdir()):
+        if folder.name not in keep and (folder / DONE_FILE).is_file():
+            shutil.rmtree(folder)
+            removed.append(folder.name)
+    return removed
+
+
 def previous_checkpoint(run_dir: Path, name: str, data_key: str) -> Path | None:
     """``name``'s checkpoint of the last successful run in ``run_dir`` on data other than
     ``data_key`` whose file still exists (module docstring), None when there is none."""
-    path = run_dir / RUNS_FILE
-    if not path.is_file():
-        return None
-    for line in reversed(path.read_text().splitlines()):
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line cut short by a crash: not a finished run
+    for record in reversed(successful_runs(run_dir)):
         checkpoint = record.get("checkpoints", {}).get(name)
         if record.get("data") == data_key or checkpoint is None:
             continue

@@ -27,6 +27,7 @@ def test_example_documents_the_nightly_keys():
     assert set(raw["neighbours"]) == set(NeighboursSpec.model_fields)
     job = load_job(EXAMPLE)
     assert job.warm_start == {} and job.spec.train.sample_customers is None
+    assert "keep_runs" in raw and job.spec.keep_runs is None
 
 
 def test_the_readme_nightly_example_is_a_valid_job(tmp_path):

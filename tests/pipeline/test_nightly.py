@@ -13,7 +13,7 @@ from test_pipeline import run, status, write_job
 
 from basketgnn.data.synth import generate_log, write_log
 from basketgnn.errors import UserError
-from basketgnn.pipeline.run import RUNS_FILE, load_job
+from basketgnn.pipeline.run import RUNS_FILE, load_job, successful_runs
 
 NIGHTLY = {"warm_start": "previous", "sample_customers": 80, "sample_seed": 1}
 DNNTSP = {"epochs": 1, "embed_dim": 8, "threads": 1, "lr": 0.01, "fusion": "off"}
@@ -44,7 +44,8 @@ def nights(tmp_path_factory):
     df = generate_log(n_customers=150, n_items=50, mean_baskets=6, seed=0)
     log = folder / "log.csv"
     write_log(df, log)
-    job = write_job(folder, log, train=NIGHTLY, models={"baselines": ["p-topfreq"], "dnntsp": DNNTSP})
+    job = write_job(folder, log, train=NIGHTLY, models={"baselines": ["p-topfreq"], "dnntsp": DNNTSP},
+                    keep_runs=1)
     out = {"job": job, "run_dir": folder / "run"}
     out["night1"] = run(job)
     out["night1_metrics"] = json.loads((folder / "run" / "metrics.json").read_text())
@@ -90,6 +91,17 @@ def test_reruns_of_an_unchanged_night_reuse_every_stage(nights):
     # One line per successful run, the checkpoint of each.
     records = [json.loads(line) for line in (nights["run_dir"] / RUNS_FILE).read_text().splitlines()]
     assert len(records) == 4 and records[0]["data"] == records[1]["data"] != records[2]["data"]
+
+
+def test_keep_runs_deletes_the_stage_folders_no_kept_run_uses(nights):
+    """keep_runs: 1 — after night 2 only its stages stay, and night 1's fit stage it started
+    from (a rerun of night 2 warm-starts from it again, so it must stay)."""
+    records = successful_runs(nights["run_dir"])
+    night1_fit = Path(records[0]["checkpoints"]["dnntsp"]).parent.name
+    left = {p.name for p in (nights["run_dir"] / "stages").iterdir()}
+    assert left == set(records[-1]["stages"]) | {night1_fit}
+    assert set(records[0]["stages"]) & left == {night1_fit}  # night 1's other stages are gone
+    assert records[-1]["warm_start"] == {"dnntsp": records[0]["checkpoints"]["dnntsp"]}
 
 
 def test_an_explicit_checkpoint_path_and_bad_warm_start_keys(nights, tmp_path):
