@@ -165,7 +165,13 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> Checkpoint:
 def stamp_checkpoint(path: str | Path, data: str | Path, split_spec: str) -> None:
     """Record where the checkpoint's data came from, so evaluate / predict / recommend can
     default to it. Rewrites the file atomically (in the current format)."""
+    add_extras(path, data=str(Path(data).resolve()), split_spec=split_spec)
+
+
+def add_extras(path: str | Path, **extras: Any) -> None:
+    """Add (or replace) entries of the checkpoint's extras; rewrites the file atomically (in
+    the current format)."""
     state = read_state(Path(path))
-    state["extras"].update(data=str(Path(data).resolve()), split_spec=split_spec)
+    state["extras"].update(extras)
     with atomic_path(path) as tmp:
         torch.save(state, tmp)

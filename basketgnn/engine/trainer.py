@@ -71,7 +71,7 @@ from basketgnn.engine.addons import (
     choose_addon,
     wants_addon,
 )
-from basketgnn.engine.checkpoint import save_checkpoint
+from basketgnn.engine.checkpoint import add_extras, save_checkpoint
 from basketgnn.engine.losses import compute_loss, multi_hot
 from basketgnn.engine.options import TrainOptions
 from basketgnn.engine.progress import progress_bar
@@ -91,8 +91,8 @@ class TrainResult:
     epochs_run: int
     seconds: float
     history: list[dict[str, Any]] = field(default_factory=list)
-    addon: AddOnChoice | None = None  # what the add-on step chose (engine.addons)
     warm_start: WarmStartReport | None = None  # what a warm start reused (rank 0; else None)
+    addon: AddOnChoice | None = None  # what the add-on step chose (engine.addons)
 
 
 def setup_torch(config: TrainOptions) -> torch.device:
@@ -279,18 +279,13 @@ def _train_model(
                              validate.n_history[ctx.rank :: ctx.world_size])
     val_part_source = spec.batches(data, val_part, config, False) if val_part is not validate else val_source
     fingerprint = data_fingerprint(data, train, validate)
-    # resume.pt continues only the run that started from the same weights.
-    resume_key = fingerprint if warm is None else f"{fingerprint}|warm-start:{warm.sha256}"
-    described = {"data_fingerprint": fingerprint, **({"warm_start": warm.as_dict()} if warm else {})}
-
-    def validate_module() -> dict[str, float]:
-        val, _ = validation_metrics(module, val_part_source, data, val_part, device)
-        return distributed.mean_over_ranks(val, len(val_part)) if val_part is not validate else val
 
     out = Path(out_dir) if out_dir is not None else None
     history: list[dict[str, Any]] = []
     best: dict[str, Any] = {"epoch": 0, "metrics": {"mean_ndcg": -1.0}, "state": None}
     start_epoch = 1
+    # resume.pt continues only the run that started from the same weights.
+    resume_key = fingerprint if warm is None else f"{fingerprint}|warm-start:{warm.sha256}"
     if out is not None:
         if writes:
             out.mkdir(parents=True, exist_ok=True)
@@ -317,11 +312,13 @@ def _train_model(
     net = nn.parallel.DistributedDataParallel(module) if ctx.distributed else module
     if warm_start is not None and start_epoch == 1:
         # Epoch 0: the warm-started module, the one to beat.
-        val = validate_module()
+        val, _ = validation_metrics(module, val_part_source, data, val_part, device)
+        if val_part is not validate:
+            val = distributed.mean_over_ranks(val, len(val_part))
         best = {"epoch": 0, "metrics": val, "state": copy.deepcopy(module.state_dict())}
         if out is not None and writes:
             save_checkpoint(out / "best.pt", spec.name, module, config, data.item_ids,
-                            {"epoch": 0, "validation": val, **described})
+                            {"epoch": 0, "validation": val, "data_fingerprint": fingerprint})
     stale = start_epoch - 1 - best["epoch"]
     epoch = start_epoch - 1
     for epoch in range(start_epoch, config.epochs + 1):
@@ -356,7 +353,9 @@ def _train_model(
             train_loss = float(np.mean(losses))
         scheduler.step(train_loss)
         train_s = time.perf_counter() - t0
-        val = validate_module()
+        val, _ = validation_metrics(module, val_part_source, data, val_part, device)
+        if val_part is not validate:
+            val = distributed.mean_over_ranks(val, len(val_part))
         record = {
             "epoch": epoch,
             "train_loss": round(train_loss, 6),
@@ -378,7 +377,7 @@ def _train_model(
             if improved:
                 save_checkpoint(
                     out / "best.pt", spec.name, module, config, data.item_ids,
-                    {"epoch": epoch, "validation": val, **described},
+                    {"epoch": epoch, "validation": val, "data_fingerprint": fingerprint},
                 )
             with open(out / "train_log.jsonl", "a") as f:
                 f.write(json.dumps(record) + "\n")
@@ -399,18 +398,20 @@ def _train_model(
         # best.pt was written during training; add the add-on choice (and its state, if used).
         save_checkpoint(
             out / "best.pt", spec.name, module, config, data.item_ids,
-            {"epoch": best["epoch"], "validation": best["metrics"], **described,
+            {"epoch": best["epoch"], "validation": best["metrics"], "data_fingerprint": fingerprint,
              "addon_choice": choice.as_dict()},
             addon=addon,
         )
+    if out is not None and writes and warm is not None and (out / "best.pt").is_file():
+        add_extras(out / "best.pt", warm_start=warm.as_dict())  # where its weights came from
     return module, addon, TrainResult(
         best_epoch=best["epoch"],
         best_validation=best["metrics"],
         epochs_run=epoch,
         seconds=time.perf_counter() - t_start,
         history=history,
-        addon=choice,
         warm_start=warm,
+        addon=choice,
     )
 
 

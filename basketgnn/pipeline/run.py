@@ -1005,6 +1005,34 @@ class _Runner:
         return {"files": ["metrics.json", "report.html", *charts], "charts": charts}
 
 
+def previous_checkpoint(run_dir: Path, name: str, data_key: str) -> Path | None:
+    """``name``'s checkpoint of the last successful run in ``run_dir`` on data other than
+    ``data_key`` whose file still exists (module docstring), None when there is none."""
+    for record in reversed(successful_runs(run_dir)):
+        checkpoint = record.get("checkpoints", {}).get(name)
+        if record.get("data") == data_key or checkpoint is None:
+            continue
+        if Path(checkpoint).is_file():
+            return Path(checkpoint)
+    return None
+
+
+def nightly_summary(
+    split_info: dict[str, Any], fit_infos: dict[str, dict[str, Any]], pool_cap: int | None
+) -> dict[str, Any]:
+    """What a nightly run sampled and reused (metrics.json ``nightly``); empty for a job
+    without sample, warm start or pool cap, so its outputs stay as they were."""
+    out: dict[str, Any] = {}
+    if "sample" in split_info:
+        out["sample"] = split_info["sample"]
+    warm = {name: info["warm_start"] for name, info in fit_infos.items() if "warm_start" in info}
+    if warm:
+        out["warm_start"] = warm
+    if pool_cap is not None:
+        out["neighbour_pool_cap"] = pool_cap
+    return out
+
+
 def successful_runs(run_dir: Path) -> list[dict[str, Any]]:
     """The records of RUNS_FILE, oldest first."""
     path = run_dir / RUNS_FILE
@@ -1035,34 +1063,6 @@ def prune_stages(run_dir: Path, keep_runs: int) -> list[str]:
             shutil.rmtree(folder)
             removed.append(folder.name)
     return removed
-
-
-def previous_checkpoint(run_dir: Path, name: str, data_key: str) -> Path | None:
-    """``name``'s checkpoint of the last successful run in ``run_dir`` on data other than
-    ``data_key`` whose file still exists (module docstring), None when there is none."""
-    for record in reversed(successful_runs(run_dir)):
-        checkpoint = record.get("checkpoints", {}).get(name)
-        if record.get("data") == data_key or checkpoint is None:
-            continue
-        if Path(checkpoint).is_file():
-            return Path(checkpoint)
-    return None
-
-
-def nightly_summary(
-    split_info: dict[str, Any], fit_infos: dict[str, dict[str, Any]], pool_cap: int | None
-) -> dict[str, Any]:
-    """What a nightly run sampled and reused (metrics.json ``nightly``); empty for a job
-    without sample, warm start or pool cap, so its outputs stay as they were."""
-    out: dict[str, Any] = {}
-    if "sample" in split_info:
-        out["sample"] = split_info["sample"]
-    warm = {name: info["warm_start"] for name, info in fit_infos.items() if "warm_start" in info}
-    if warm:
-        out["warm_start"] = warm
-    if pool_cap is not None:
-        out["neighbour_pool_cap"] = pool_cap
-    return out
 
 
 def _input_files(path: Path) -> list[list[Any]]:
