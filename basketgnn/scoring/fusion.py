@@ -43,11 +43,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 import numpy as np
-import torch
 
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
 from basketgnn.metrics import ranking_metrics, top_k
+from basketgnn.scoring.candidates import SharedScores, fused_top_k, sigmoid
 from basketgnn.scoring.tifu import (
     NeighbourIndex,
     SparseRows,
@@ -147,7 +147,7 @@ def normalise(scores: np.ndarray, transform: Transform) -> np.ndarray:
     """
     x = np.asarray(scores, dtype=np.float64)
     if transform == "sigmoid":
-        return torch.sigmoid(torch.from_numpy(x)).numpy()
+        return sigmoid(x)
     if transform == "minmax":
         lo, hi = x.min(axis=1, keepdims=True), x.max(axis=1, keepdims=True)
         return (x - lo) / np.where(hi > lo, hi - lo, 1.0)
@@ -226,6 +226,21 @@ class ScoreFusion:
             stop = min(start + chunk, len(scores))
             out[start:stop] = fuse(scores[start:stop], tifu.rows(start, stop), self.weight, self.transform)
         return out
+
+    def top_k_shared(
+        self, scores: SharedScores, k: int, prepared: SparseScores | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Top k of :meth:`apply` for model scores given as :class:`SharedScores`, from a few
+        candidates per instance (``scoring.candidates``): the same items and values, ties
+        included. Needs the "sigmoid" transform (minmax depends on each row's extremes).
+
+        Shapes: scores of n rows, prepared (:meth:`prepare`) of n rows -> ([n, k], [n, k]).
+        """
+        if self.transform != "sigmoid":
+            raise ValueError("top_k_shared needs the sigmoid transform")
+        if self.weight == 0 or self.scorer is None:
+            return fused_top_k(scores, k)
+        return fused_top_k(scores, k, prepared, self.weight)
 
     def summary(self) -> dict[str, Any]:
         """The choice as plain numbers (for logs, results and the CLI)."""
