@@ -12,8 +12,9 @@ ranks a few candidates per customer, with the same items, values and ties as ran
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from basketgnn.engine.trainer import (
 from basketgnn.errors import UserError
 from basketgnn.metrics import top_k
 from basketgnn.scoring.candidates import SharedScores, fused_top_k
+from basketgnn.scoring.tifu import SparseScores
 
 #: Instances per forward pass when scoring (``score`` and ``rank`` batch alike, so their
 #: scores agree bit for bit).
@@ -134,15 +136,27 @@ class NeuralRecommender:
             none = SharedScores(np.zeros(data.n_items, np.float32), np.zeros(n + 1, np.int64),
                                 np.zeros(0, np.int64), np.zeros(0, np.float32))  # fmt: skip
             return _as_float32(fusion.top_k_shared(none, k, addon.search(data, instances)))  # type: ignore[union-attr]
-        with ThreadPoolExecutor(max_workers=1) as pool_thread:
-            search = pool_thread.submit(addon.search, data, instances) if addon is not None else None
+        if self._threads() <= 1:
+            found = addon.search(data, instances) if addon is not None else None
             scores = self._shared_scores(data, instances, device)
-            found = search.result() if search is not None else None
+        else:
+            # Two cores: the TIFU search (numpy / scipy, which release the GIL) in two halves on
+            # worker threads beside the module's forward on one torch thread, so neither core
+            # waits for the other stage (torch's own second thread would spin on a busy core).
+            with ThreadPoolExecutor(max_workers=2) as pool, _torch_threads(1):
+                halves = np.array_split(np.arange(len(instances)), 2) if addon is not None else []
+                parts = [pool.submit(addon.search, data, _take(instances, h)) for h in halves]  # type: ignore[union-attr]
+                scores = self._shared_scores(data, instances, device)
+                found = SparseScores.concat([p.result() for p in parts]) if parts else None
         if scores is None:  # the module's configuration scores items outside a history per user
             return self._rank_dense(data, instances, k)
         if fusion is None:
             return _as_float32(fused_top_k(scores, k))
         return _as_float32(fusion.top_k_shared(scores, k, found))
+
+    def _threads(self) -> int:
+        """CPU threads for scoring: the config's ``threads``, else torch's."""
+        return int(self.config.threads or torch.get_num_threads())
 
     def _check(self, data: BasketData) -> None:
         if self.model is None:
@@ -208,6 +222,21 @@ class NeuralRecommender:
                 # What validation chose, the model alone (weight 0) included.
                 p["fusion_used"] = {k: v for k, v in choice.items() if k not in ("kind", "grid", "description")}
         return p
+
+
+def _take(instances: Instances, rows: np.ndarray) -> Instances:
+    return Instances(instances.users[rows], instances.n_history[rows])
+
+
+@contextmanager
+def _torch_threads(n: int) -> Iterator[None]:
+    """torch's intra-op threads set to ``n`` inside the block."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _as_float32(ranked: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

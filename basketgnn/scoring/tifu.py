@@ -235,23 +235,37 @@ class NeighbourIndex:
         """:meth:`nearest` of queries given as CSR rows. Shapes: query [c, n_items] -> [c, k]."""
         query = sp.csr_matrix(query, dtype=self.dtype)
         query.sort_indices()
-        dot = (query @ self._rows_t).toarray()  # [c, n_train]
-        dist = self.sq_norms[None, :] - 2.0 * dot  # [c, n_train]; ||q||² is the same per row
+        dist = self.sq_norms[None, :] - 2.0 * self._dots(query)  # [c, n_train]; ||q||² is the same per row
         # A customer is not its own neighbour: mask the training rows of the same user.
         lo = np.searchsorted(self._sorted_users, query_users, side="left")
         hi = np.searchsorted(self._sorted_users, query_users, side="right")
         same = ranges(lo, hi - lo)
         dist[np.repeat(np.arange(dist.shape[0]), hi - lo), self._by_user[same]] = np.inf
 
-        n_train = dist.shape[1]
+        c, n_train = dist.shape
         k_eff = min(k, n_train)
-        out = np.full((dist.shape[0], k), -1, dtype=np.int64)
-        if k_eff == 0 or dist.shape[0] == 0:
+        out = np.full((c, k), -1, dtype=np.int64)
+        if k_eff == 0 or c == 0:
             return out
-        nbrs = top_k(-dist, k_eff)  # [c, k_eff] nearest first, ties to the lower row
+        nbrs = _smallest(dist, k_eff)  # [c, k_eff] nearest first, ties to the lower row
         found = np.isfinite(np.take_along_axis(dist, nbrs, axis=1))
         out[:, :k_eff] = np.where(found, nbrs, -1)
         return out
+
+    def _dots(self, query: sp.csr_matrix) -> np.ndarray:
+        """q · v for every query and pool row, from the pool rows of each query item (an
+        inverted index) summed by ``bincount`` in ascending item order.
+
+        Shapes: query [c, n_items] CSR with sorted indices -> [c, n_train]."""
+        c, n_train = query.shape[0], self.vectors.n_rows
+        posting = self._rows_t  # [n_items, n_train]
+        starts = posting.indptr[query.indices]
+        lengths = posting.indptr[query.indices + 1] - starts  # [nnz_q]
+        entries = ranges(starts, lengths)  # for each query entry, its item's pool rows
+        row = np.repeat(np.arange(c, dtype=np.int64), np.diff(query.indptr))  # [nnz_q]
+        keys = np.repeat(row * n_train, lengths) + posting.indices[entries]
+        weights = np.repeat(query.data, lengths) * posting.data[entries]
+        return np.bincount(keys, weights, minlength=c * n_train).reshape(c, n_train).astype(self.dtype, copy=False)
 
     def mean(self, neighbours: np.ndarray) -> np.ndarray:
         """Mean vector of each row's neighbours (-1 entries ignored).
@@ -389,3 +403,20 @@ def keep_top(x: np.ndarray, top: int) -> np.ndarray:
         fill = equal[crowded] & (np.cumsum(equal[crowded], axis=1) <= room[crowded, None])
         keep[crowded] = (x[crowded] > cut[crowded]) | fill
     return keep
+
+
+def _smallest(x: np.ndarray, k: int) -> np.ndarray:
+    """Columns of each row's k smallest entries, smallest first, ties to the lower column
+    (= ``np.argsort(x, axis=1, kind="stable")[:, :k]``, without a full sort).
+
+    Shapes: x [c, n] (no NaN) -> [c, k] int64.
+    """
+    values, cols = torch.topk(torch.from_numpy(x), k, dim=1, largest=False, sorted=False)
+    kth = values.max(dim=1, keepdim=True).values.numpy()  # [c, 1] the k-th smallest
+    cols = cols.numpy()
+    # Rows where entries equal to the k-th smallest straddle the cut take the exact rule.
+    tied = np.flatnonzero((x <= kth).sum(axis=1) > k)
+    if len(tied):
+        cols[tied] = np.argsort(x[tied], axis=1, kind="stable")[:, :k]
+    picked = np.take_along_axis(x, cols, axis=1)
+    return np.take_along_axis(cols, np.lexsort((cols, picked), axis=1), axis=1)

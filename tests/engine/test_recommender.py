@@ -36,11 +36,12 @@ def dense_top_k(rec, data, instances, k):
 
 
 @pytest.mark.parametrize("weight", [None, 0.3, 1.0])
-@pytest.mark.parametrize("user_context", [False, True])
-def test_rank_equals_the_top_k_of_score(weight, user_context):
+@pytest.mark.parametrize("user_context, threads", [(False, 1), (False, 2), (True, 2)])
+def test_rank_equals_the_top_k_of_score(weight, user_context, threads):
+    """threads 2: the search in two halves on worker threads beside the forward."""
     data = planted_data(n_users=120, n_items=40)
     sp = make_split(data, "temporal")
-    config = DNNTSPConfig(embed_dim=8, threads=1, user_context=user_context)
+    config = DNNTSPConfig(embed_dim=8, threads=threads, user_context=user_context)
     rec = recommender(data, config)
     if weight is not None:
         rec.addon = FusionAddOn(ScoreFusion(weight, "sigmoid", TifuScorer.build(data, sp["train"], TifuParams(k=10))))
