@@ -25,8 +25,8 @@ instances are processed in chunks: distances come from ``||q||² + ||t||² − 2
 sparse(query) × sparse(pool) product (an inverted index: each query touches only the pool
 entries of its own items), neighbours from an exact top-k (ties at equal distance go to the lower pool row), and
 the neighbour mean from the neighbours' own entries (W · V with W the chunk's [c, P] averaging
-weights, k entries a row). Both sums are made by ``bincount`` in a fixed order (ascending item,
-resp. pool row), whatever the chunk. Chunks are sized so that no dense block exceeds 256K
+weights, k entries a row, a scipy CSR product). Both sums are taken in a fixed order (ascending
+item, resp. pool row), whatever the chunk. Chunks are sized so that no dense block exceeds 256K
 elements (it stays in cache); nothing of size [P, I] is ever dense.
 
 **Tuning** (:func:`tune_tifu`): a two-stage grid search maximising the mean of NDCG@10 and
@@ -263,41 +263,29 @@ class NeighbourIndex:
         return out
 
     def _dots(self, query: sp.csr_matrix) -> np.ndarray:
-        """q · v for every query and pool row, from the pool rows of each query item (an
-        inverted index) summed by ``bincount`` in ascending item order.
-
-        Shapes: query [c, n_items] CSR with sorted indices -> [c, n_train]."""
-        c, n_train = query.shape[0], self.vectors.n_rows
-        posting = self._rows_t  # [n_items, n_train]
-        starts = posting.indptr[query.indices]
-        lengths = posting.indptr[query.indices + 1] - starts  # [nnz_q]
-        entries = ranges(starts, lengths)  # for each query entry, its item's pool rows
-        row = np.repeat(np.arange(c, dtype=np.int64), np.diff(query.indptr))  # [nnz_q]
-        keys = np.repeat(row * n_train, lengths) + posting.indices[entries]
-        weights = np.repeat(query.data, lengths) * posting.data[entries]
-        return np.bincount(keys, weights, minlength=c * n_train).reshape(c, n_train).astype(self.dtype, copy=False)
+        """q · v for every query and pool row: a CSR product with the pool's item → rows index,
+        each sum taken in ascending item order. Shapes: query [c, n_items] CSR with sorted
+        indices -> [c, n_train]."""
+        return (query @ self._rows_t).toarray()
 
     def mean(self, neighbours: np.ndarray) -> np.ndarray:
         """Mean vector of each row's neighbours (-1 entries ignored).
 
         Shapes: neighbours [c, k] int64 -> [c, n_items] (the index's dtype).
         """
-        c, n_items = len(neighbours), self.vectors.n_cols
+        c = len(neighbours)
         valid = neighbours >= 0
         count = np.maximum(valid.sum(axis=1), 1)  # [c]
-        # Each row's neighbours in ascending pool row, then each neighbour's items: summed by
-        # bincount in that order (as a CSR product W · V with W [c, P] the averaging weights).
-        nbrs = np.where(valid, neighbours, np.iinfo(np.int64).max)
-        nbrs = np.sort(nbrs, axis=1)
-        query_row, slot = np.nonzero(nbrs != np.iinfo(np.int64).max)
-        pool_row = nbrs[query_row, slot]
-        v = self._rows
-        starts = v.indptr[pool_row]
-        lengths = v.indptr[pool_row + 1] - starts
-        entries = ranges(starts, lengths)
-        keys = np.repeat(query_row * n_items, lengths) + v.indices[entries]
-        weights = np.repeat((1.0 / count[query_row]).astype(self.dtype), lengths) * v.data[entries]
-        return np.bincount(keys, weights, minlength=c * n_items).reshape(c, n_items).astype(self.dtype, copy=False)
+        # Averaging weights W [c, n_train] in CSR, each row's neighbours ascending, so that
+        # W · V sums each mean over the neighbours in ascending pool row order.
+        missing = np.iinfo(np.int64).max
+        nbrs = np.sort(np.where(valid, neighbours, missing), axis=1)
+        query_row, slot = np.nonzero(nbrs != missing)
+        weights = sp.csr_matrix(
+            ((1.0 / count[query_row]).astype(self.dtype), nbrs[query_row, slot], _offsets(np.bincount(query_row, minlength=c))),
+            shape=(c, self.vectors.n_rows),
+        )
+        return (weights @ self._rows).toarray()
 
 
 def pool_vectors(data: BasketData, train: Instances, m: int, r_b: float, r_g: float) -> SparseRows:
