@@ -140,13 +140,14 @@ class NeuralRecommender:
             found = addon.search(data, instances) if addon is not None else None
             scores = self._shared_scores(data, instances, device)
         else:
-            # Two cores: the TIFU search (numpy / scipy, which release the GIL) in two halves on
-            # worker threads beside the module's forward on one torch thread, so neither core
-            # waits for the other stage (torch's own second thread would spin on a busy core).
+            # Two cores: two worker threads (one torch thread each; numpy, scipy and torch's
+            # kernels release the GIL) take the TIFU search in halves first, then the module's
+            # forward batch by batch, so the long tasks start first and the short ones even out
+            # the end. The batches are those of one thread, so the scores are the same.
             with ThreadPoolExecutor(max_workers=2) as pool, _torch_threads(1):
                 halves = np.array_split(np.arange(len(instances)), 2) if addon is not None else []
                 parts = [pool.submit(addon.search, data, _take(instances, h)) for h in halves]  # type: ignore[union-attr]
-                scores = self._shared_scores(data, instances, device)
+                scores = self._shared_scores(data, instances, device, pool)
                 found = SparseScores.concat([p.result() for p in parts]) if parts else None
         if scores is None:  # the module's configuration scores items outside a history per user
             return self._rank_dense(data, instances, k)
@@ -179,32 +180,37 @@ class NeuralRecommender:
         items = top_k(scores, k)
         return items, np.take_along_axis(scores, items, axis=1).astype(np.float32)
 
-    def _shared_scores(self, data: BasketData, instances: Instances, device: torch.device) -> SharedScores | None:
+    def _shared_scores(
+        self, data: BasketData, instances: Instances, device: torch.device, pool: ThreadPoolExecutor | None = None
+    ) -> SharedScores | None:
         """The module's scores as one shared row plus each instance's own entries (the
-        module's ``forward_sparse``, batched as :meth:`score` batches), or None when the
-        module's configuration has no such form."""
+        module's ``forward_sparse``, batched as :meth:`score` batches, on ``pool``'s threads
+        when given), or None when the module's configuration has no such form."""
         module = self.model
         assert module is not None
         module.eval()
         source = self.spec.batches(data, instances, self.config, False)
-        base: np.ndarray | None = None
-        rows, items, values = [], [], []
-        with torch.inference_mode():
-            for idx in length_batches(source.lengths, SCORE_BATCH, None):
+
+        def forward(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+            with torch.inference_mode():  # per thread
                 batch = source.collate(idx, with_targets=False).to(device)
                 out = module.forward_sparse(batch)  # type: ignore[operator]
                 if out is None:
                     return None
-                if base is None:
-                    base = out[0].float().cpu().numpy()  # [I], the same in every batch
-                rows.append(idx[batch.node_user.cpu().numpy()])
-                items.append(batch.node_item.cpu().numpy())
-                values.append(out[1].float().cpu().numpy())
-        assert base is not None
-        row = np.concatenate(rows).astype(np.int64)
+                base, node = out[0].float().cpu().numpy(), out[1].float().cpu().numpy()  # [I], [M]
+                return base, idx[batch.node_user.cpu().numpy()], batch.node_item.cpu().numpy(), node
+
+        batches = length_batches(source.lengths, SCORE_BATCH, None)
+        done = list(pool.map(forward, batches)) if pool is not None else [forward(idx) for idx in batches]
+        if any(d is None for d in done):
+            return None
+        parts = [d for d in done if d is not None]
+        base = parts[0][0]  # [I], the same in every batch
+        row = np.concatenate([p[1] for p in parts]).astype(np.int64)
         order = np.argsort(row, kind="stable")
         offsets = _offsets(np.bincount(row, minlength=len(instances)))
-        return SharedScores(base, offsets, np.concatenate(items).astype(np.int64)[order], np.concatenate(values)[order])
+        items = np.concatenate([p[2] for p in parts]).astype(np.int64)[order]
+        return SharedScores(base, offsets, items, np.concatenate([p[3] for p in parts])[order])
 
     def params(self) -> dict[str, Any]:
         p: dict[str, Any] = self.config.model_dump()
