@@ -162,9 +162,17 @@ def fuse(scores: np.ndarray, tifu: SparseScores | None, weight: float, transform
     """
     if weight == 0:
         return scores
+    return _fuse_normalised(scores, None if weight == 1 else normalise(scores, transform), tifu, weight)
+
+
+def _fuse_normalised(
+    scores: np.ndarray, normalised: np.ndarray | None, tifu: SparseScores | None, weight: float
+) -> np.ndarray:
+    """:func:`fuse` for 0 < weight with ``normalised`` = normalise(scores) made once (None when
+    weight is 1). Shapes: [n, I] -> [n, I] float64."""
     if tifu is None or len(tifu) != len(scores):
         raise ValueError(f"TIFU scores for {0 if tifu is None else len(tifu)} instances, model scores for {len(scores)}")
-    out = np.zeros(scores.shape, np.float64) if weight == 1 else (1.0 - weight) * normalise(scores, transform)
+    out = np.zeros(scores.shape, np.float64) if normalised is None else (1.0 - weight) * normalised
     return tifu.add_to(out, weight)
 
 
@@ -394,8 +402,13 @@ def choose_fusion(
     for start in range(0, len(validate), chunk):
         stop = min(start + chunk, len(validate))
         model = val_scores[start:stop]
+        normalised = normalise(model, transform)  # once per chunk, not per grid point
         for w, a in points:  # the model alone (w = 0) does not depend on α: one point
-            ranked[w, a][start:stop] = top_k(fuse(model, by_alpha[a].rows(start, stop), w, transform), cut)
+            if w == 0:
+                fused = model
+            else:
+                fused = _fuse_normalised(model, None if w == 1 else normalised, by_alpha[a].rows(start, stop), w)
+            ranked[w, a][start:stop] = top_k(fused, cut)
     per_customer = {key: customer_criterion(ranked[key], data, validate) for key in points}  # [n_val] each
     grid = [FusionPoint(w, a, round(float(per_customer[w, a].mean()), 6)) for w, a in points]
 
