@@ -618,6 +618,15 @@ def recommend(
     chunk: Annotated[
         int, typer.Option(min=1, help="Customers per part: scored, held and written together.")
     ] = 100_000,
+    threads: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="CPU threads for scoring (default: the model's `threads`, else torch's). 2 or "
+            "more: the TIFU-KNN search runs on two worker threads beside the model; 1: one "
+            "after the other. The rows are the same either way.",
+        ),
+    ] = None,
 ) -> None:
     """Top-k for every customer from their full history: rows (customer_id, item_id, rank, score).
 
@@ -649,6 +658,8 @@ def recommend(
         raise UserError(f"--out {out} is an existing file; a partitioned dataset needs a folder.")
     t0 = time.perf_counter()
     rec, dataset, data_path = _checkpoint_and_data(checkpoint, data, device)
+    if threads is not None:
+        rec.config = rec.config.model_copy(update={"threads": threads})
     if one_file:
         rows = write_recommendation_file(rec, dataset, k, out, chunk)
         console.print(

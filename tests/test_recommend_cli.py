@@ -144,3 +144,37 @@ def test_torchrun_with_two_processes_writes_the_one_process_parts(monkeypatch, c
     shard_manifests = sorted(p.name for p in (tmp_path / "ranks").glob("_manifest.shard-*"))
     assert shard_manifests == ["_manifest.shard-00000-of-00002.json", "_manifest.shard-00001-of-00002.json"]
     assert json.loads((tmp_path / "ranks" / MANIFEST).read_text())["shards"] == 2
+
+
+def test_fused_checkpoint_ranks_the_same_on_one_and_two_threads(monkeypatch, capsys, tmp_path):
+    """The default add-on (TIFU fusion, 0 < λ < 1) through `recommend`: the candidate path on one
+    thread and on two (search on worker threads) writes the rows of the dense ranking."""
+    from basketgnn.data.dataset import BasketData
+    from basketgnn.data.split import Instances
+    from basketgnn.engine.addons import FusionAddOn
+    from basketgnn.engine.recommender import NeuralRecommender
+    from basketgnn.metrics import top_k
+    from basketgnn.scoring.fusion import ScoreFusion, TifuScorer
+    from basketgnn.scoring.tifu import TifuParams
+
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    ckpt, data = make_checkpoint(tmp_path)
+    rec = NeuralRecommender.from_checkpoint(ckpt)
+    train = make_split(data, "temporal")["train"]
+    rec.addon = FusionAddOn(ScoreFusion(0.4, "sigmoid", TifuScorer.build(data, train, TifuParams(k=5))))
+    save_checkpoint(ckpt, "dnntsp", rec.model, rec.config, data.item_ids, rec.checkpoint, rec.addon)
+    written = {}
+    for n in (1, 2):
+        out = tmp_path / f"recs{n}.parquet"
+        code, _, err = run(monkeypatch, capsys, "recommend", "--checkpoint", str(ckpt), "--out", str(out),
+                           "--k", "6", "--threads", str(n))  # fmt: skip
+        assert code == 0, err
+        written[n] = pd.read_parquet(out)
+    pd.testing.assert_frame_equal(written[1], written[2])
+    everyone = Instances(np.arange(data.n_users), BasketData.load(tmp_path / "data").n_baskets_per_user.astype(np.int64))
+    scores = NeuralRecommender.from_checkpoint(ckpt).score(data, everyone)
+    want = top_k(scores, 6)
+    got = written[1]["item_id"].map({str(i): j for j, i in enumerate(data.item_ids)}).to_numpy().reshape(-1, 6)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(written[1]["score"].to_numpy().reshape(-1, 6),
+                                  np.take_along_axis(scores, want, 1).astype(np.float32))  # fmt: skip

@@ -1,24 +1,48 @@
 """Any neural model behind the Recommender interface: ``fit`` trains it with the engine,
-``score`` runs the best module (and its ranking add-on, when validation chose one)."""
+``score`` runs the best module (and its ranking add-on, when validation chose one), and ``rank``
+gives each instance's top k of those scores.
+
+``rank`` is what ``recommend`` and the evaluation harness call. For a module whose scores are
+shared outside each customer's history (``forward_sparse``: DNNTSP's default configuration) with
+no add-on or the TIFU fusion, it never builds the [n, I] score matrix: the module returns one
+shared row plus each customer's own items, and :func:`basketgnn.scoring.candidates.fused_top_k`
+ranks a few candidates per customer, with the same items, values and ties as ranking
+``score``'s matrix. Every other model or add-on ranks ``score``'s matrix.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from torch import nn
 
-from basketgnn.data.dataset import BasketData
+from basketgnn.data.dataset import BasketData, _offsets
 from basketgnn.data.split import Instances
-from basketgnn.engine.addons import NeighbourAddOn, RankingAddOn
+from basketgnn.engine.addons import FusionAddOn, NeighbourAddOn, RankingAddOn
 from basketgnn.engine.checkpoint import load_checkpoint
 from basketgnn.engine.options import TrainOptions
 from basketgnn.engine.spec import ModelSpec
-from basketgnn.engine.trainer import TrainResult, score_source, setup_torch, train_model
+from basketgnn.engine.trainer import (
+    TrainResult,
+    length_batches,
+    score_source,
+    setup_torch,
+    train_model,
+)
 from basketgnn.errors import UserError
+from basketgnn.metrics import top_k
+from basketgnn.scoring.candidates import SharedScores, fused_top_k
+from basketgnn.scoring.tifu import SparseScores
+
+#: Instances per forward pass when scoring (``score`` and ``rank`` batch alike, so their
+#: scores agree bit for bit).
+SCORE_BATCH = 256
 
 
 class NeuralRecommender:
@@ -78,6 +102,69 @@ class NeuralRecommender:
         """Ranking scores [len(instances), I]: the module's logits, or the add-on's fused
         scores (the module is not run when the add-on does not need it: TIFU-KNN alone). The
         add-on never uses an instance's own customer id (``data.user_ids``) as a neighbour."""
+        self._check(data)
+        device = setup_torch(self.config)
+        addon = self.addon
+        if addon is None:
+            return self._dense_scores(data, instances, device)
+        if not addon.needs_model:
+            return addon.fuse(np.zeros((len(instances), data.n_items), np.float32), addon.search(data, instances))
+        # The add-on's search (mostly single-threaded numpy / sparse products, which release
+        # the GIL) runs beside the model's scoring; deterministic either way.
+        with ThreadPoolExecutor(max_workers=1) as pool_thread:
+            search = pool_thread.submit(addon.search, data, instances)
+            logits = self._dense_scores(data, instances, device)
+            found = search.result()
+        return addon.fuse(logits, found)
+
+    def rank(self, data: BasketData, instances: Instances, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each instance's top k by :meth:`score`, best first, ties to the lower item, and
+        their scores: equal to ``metrics.top_k`` of :meth:`score`'s matrix (module docstring).
+
+        Shapes: -> (items [n, min(k, I)] int64, scores [n, min(k, I)] float32).
+        """
+        self._check(data)
+        k = min(int(k), data.n_items)
+        addon = self.addon
+        fusion = addon.fusion if isinstance(addon, FusionAddOn) else None
+        shared = callable(getattr(self.model, "forward_sparse", None))
+        candidates = (addon is None or (fusion is not None and fusion.transform == "sigmoid")) and (
+            shared or (addon is not None and not addon.needs_model)
+        )
+        if len(instances) == 0:
+            return np.zeros((0, k), np.int64), np.zeros((0, k), np.float32)
+        if not candidates:
+            return self._rank_dense(data, instances, k)
+        device = setup_torch(self.config)
+        if addon is not None and not addon.needs_model:  # TIFU-KNN alone: the model is not run
+            n = len(instances)
+            none = SharedScores(np.zeros(data.n_items, np.float32), np.zeros(n + 1, np.int64),
+                                np.zeros(0, np.int64), np.zeros(0, np.float32))  # fmt: skip
+            return _as_float32(fusion.top_k_shared(none, k, addon.search(data, instances)))  # type: ignore[union-attr]
+        if self._threads() <= 1:
+            found = addon.search(data, instances) if addon is not None else None
+            scores = self._shared_scores(data, instances, device)
+        else:
+            # Two cores: two worker threads (one torch thread each; numpy, scipy and torch's
+            # kernels release the GIL) take the TIFU search in halves first, then the module's
+            # forward batch by batch, so the long tasks start first and the short ones even out
+            # the end. The batches are those of one thread, so the scores are the same.
+            with ThreadPoolExecutor(max_workers=2) as pool, _torch_threads(1):
+                halves = np.array_split(np.arange(len(instances)), 2) if addon is not None else []
+                parts = [pool.submit(addon.search, data, _take(instances, h)) for h in halves]  # type: ignore[union-attr]
+                scores = self._shared_scores(data, instances, device, pool)
+                found = SparseScores.concat([p.result() for p in parts]) if parts else None
+        if scores is None:  # the module's configuration scores items outside a history per user
+            return self._rank_dense(data, instances, k)
+        if fusion is None:
+            return _as_float32(fused_top_k(scores, k))
+        return _as_float32(fusion.top_k_shared(scores, k, found))
+
+    def _threads(self) -> int:
+        """CPU threads for scoring: the config's ``threads``, else torch's."""
+        return int(self.config.threads or torch.get_num_threads())
+
+    def _check(self, data: BasketData) -> None:
         if self.model is None:
             raise RuntimeError("score() before fit() or from_checkpoint()")
         n_items = len(self.item_ids) if self.item_ids is not None else data.n_items
@@ -86,21 +173,49 @@ class NeuralRecommender:
                 f"data has {data.n_items} items but the model {n_items}; "
                 "align the data to the model's catalogue first (BasketData.aligned_to)"
             )
-        device = setup_torch(self.config)
-        addon = self.addon
-        if addon is None:
-            source = self.spec.batches(data, instances, self.config, False)
-            return score_source(self.model, source, data.n_items, device)
-        if not addon.needs_model:
-            return addon.fuse(np.zeros((len(instances), data.n_items), np.float32), addon.search(data, instances))
-        # The add-on's search (mostly single-threaded numpy / sparse products, which release
-        # the GIL) runs beside the model's scoring; deterministic either way.
-        with ThreadPoolExecutor(max_workers=1) as pool_thread:
-            search = pool_thread.submit(addon.search, data, instances)
-            source = self.spec.batches(data, instances, self.config, False)
-            logits = score_source(self.model, source, data.n_items, device)
-            found = search.result()
-        return addon.fuse(logits, found)
+
+    def _dense_scores(self, data: BasketData, instances: Instances, device: torch.device) -> np.ndarray:
+        assert self.model is not None
+        source = self.spec.batches(data, instances, self.config, False)
+        with torch.inference_mode():
+            return score_source(self.model, source, data.n_items, device, SCORE_BATCH)
+
+    def _rank_dense(self, data: BasketData, instances: Instances, k: int) -> tuple[np.ndarray, np.ndarray]:
+        scores = self.score(data, instances)
+        items = top_k(scores, k)
+        return items, np.take_along_axis(scores, items, axis=1).astype(np.float32)
+
+    def _shared_scores(
+        self, data: BasketData, instances: Instances, device: torch.device, pool: ThreadPoolExecutor | None = None
+    ) -> SharedScores | None:
+        """The module's scores as one shared row plus each instance's own entries (the
+        module's ``forward_sparse``, batched as :meth:`score` batches, on ``pool``'s threads
+        when given), or None when the module's configuration has no such form."""
+        module = self.model
+        assert module is not None
+        module.eval()
+        source = self.spec.batches(data, instances, self.config, False)
+
+        def forward(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+            with torch.inference_mode():  # per thread
+                batch = source.collate(idx, with_targets=False).to(device)
+                out = module.forward_sparse(batch)  # type: ignore[operator]
+                if out is None:
+                    return None
+                base, node = out[0].float().cpu().numpy(), out[1].float().cpu().numpy()  # [I], [M]
+                return base, idx[batch.node_user.cpu().numpy()], batch.node_item.cpu().numpy(), node
+
+        batches = length_batches(source.lengths, SCORE_BATCH, None)
+        done = list(pool.map(forward, batches)) if pool is not None else [forward(idx) for idx in batches]
+        if any(d is None for d in done):
+            return None
+        parts = [d for d in done if d is not None]
+        base = parts[0][0]  # [I], the same in every batch
+        row = np.concatenate([p[1] for p in parts]).astype(np.int64)
+        order = np.argsort(row, kind="stable")
+        offsets = _offsets(np.bincount(row, minlength=len(instances)))
+        items = np.concatenate([p[2] for p in parts]).astype(np.int64)[order]
+        return SharedScores(base, offsets, items, np.concatenate([p[3] for p in parts])[order])
 
     def params(self) -> dict[str, Any]:
         p: dict[str, Any] = self.config.model_dump()
@@ -118,3 +233,22 @@ class NeuralRecommender:
                 # What validation chose, the model alone (weight 0) included.
                 p["fusion_used"] = {k: v for k, v in choice.items() if k not in ("kind", "grid", "description")}
         return p
+
+
+def _take(instances: Instances, rows: np.ndarray) -> Instances:
+    return Instances(instances.users[rows], instances.n_history[rows])
+
+
+@contextmanager
+def _torch_threads(n: int) -> Iterator[None]:
+    """torch's intra-op threads set to ``n`` inside the block."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _as_float32(ranked: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    return ranked[0], ranked[1].astype(np.float32)

@@ -107,15 +107,22 @@ class GatedScorer(nn.Module):
         value = 0.5 if self.gate == "fixed" else 1.0
         return torch.full(node_item.shape, value, device=node_item.device)
 
-    def forward(
+    @property
+    def shared_outside_history(self) -> bool:
+        """True when every item outside a user's history gets the same score for every user
+        (no user-context or target-attention term): then :meth:`node_scores` describes the
+        whole [B, I] output."""
+        return self.context is None and self.explore is None
+
+    def base_and_correction(
         self,
         embedding: torch.Tensor,
         z: torch.Tensor,
         node_item: torch.Tensor,
-        node_user: torch.Tensor,
-        batch_size: int,
         node_features: torch.Tensor | None = None,
-    ) -> torch.Tensor:
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The shared score of every item and each user-node's gated correction (module
+        docstring). Shapes: -> (base [I], correction [M])."""
         w_o = self.out.weight.squeeze(0)  # [d]
         lin = embedding @ w_o  # [I] w_o . E_i
         base = lin + self.out.bias  # [I]
@@ -126,6 +133,37 @@ class GatedScorer(nn.Module):
         if self.repeat is not None:
             assert node_features is not None, "repeat_features needs node_features [M, 4]"
             correction = correction + node_features.to(z.dtype) @ self.repeat  # [M]
+        return base, correction
+
+    def node_scores(
+        self,
+        embedding: torch.Tensor,
+        z: torch.Tensor,
+        node_item: torch.Tensor,
+        node_features: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The output of :meth:`forward` without the [B, I] matrix, when
+        :attr:`shared_outside_history`: scores[u, i] = base[i], except at each user-node
+        (node_user[m], node_item[m]), where it is node[m] (the same float32 sum
+        base[i] + correction that forward writes there).
+
+        Shapes: -> (base [I], node [M]).
+        """
+        if not self.shared_outside_history:
+            raise ValueError("node_scores needs a scorer without user_context and explore_attention")
+        base, correction = self.base_and_correction(embedding, z, node_item, node_features)
+        return base, base.index_select(0, node_item) + correction
+
+    def forward(
+        self,
+        embedding: torch.Tensor,
+        z: torch.Tensor,
+        node_item: torch.Tensor,
+        node_user: torch.Tensor,
+        batch_size: int,
+        node_features: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        base, correction = self.base_and_correction(embedding, z, node_item, node_features)
         scores = base.expand(batch_size, -1).clone()  # [B, I]
         scores.index_put_((node_user, node_item), correction, accumulate=True)
         if self.context is not None:

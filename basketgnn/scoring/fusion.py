@@ -43,11 +43,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 import numpy as np
-import torch
 
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
 from basketgnn.metrics import ranking_metrics, top_k
+from basketgnn.scoring.candidates import SharedScores, fused_top_k, sigmoid
 from basketgnn.scoring.tifu import (
     NeighbourIndex,
     SparseRows,
@@ -147,7 +147,7 @@ def normalise(scores: np.ndarray, transform: Transform) -> np.ndarray:
     """
     x = np.asarray(scores, dtype=np.float64)
     if transform == "sigmoid":
-        return torch.sigmoid(torch.from_numpy(x)).numpy()
+        return sigmoid(x)
     if transform == "minmax":
         lo, hi = x.min(axis=1, keepdims=True), x.max(axis=1, keepdims=True)
         return (x - lo) / np.where(hi > lo, hi - lo, 1.0)
@@ -162,9 +162,17 @@ def fuse(scores: np.ndarray, tifu: SparseScores | None, weight: float, transform
     """
     if weight == 0:
         return scores
+    return _fuse_normalised(scores, None if weight == 1 else normalise(scores, transform), tifu, weight)
+
+
+def _fuse_normalised(
+    scores: np.ndarray, normalised: np.ndarray | None, tifu: SparseScores | None, weight: float
+) -> np.ndarray:
+    """:func:`fuse` for 0 < weight with ``normalised`` = normalise(scores) made once (None when
+    weight is 1). Shapes: [n, I] -> [n, I] float64."""
     if tifu is None or len(tifu) != len(scores):
         raise ValueError(f"TIFU scores for {0 if tifu is None else len(tifu)} instances, model scores for {len(scores)}")
-    out = np.zeros(scores.shape, np.float64) if weight == 1 else (1.0 - weight) * normalise(scores, transform)
+    out = np.zeros(scores.shape, np.float64) if normalised is None else (1.0 - weight) * normalised
     return tifu.add_to(out, weight)
 
 
@@ -226,6 +234,21 @@ class ScoreFusion:
             stop = min(start + chunk, len(scores))
             out[start:stop] = fuse(scores[start:stop], tifu.rows(start, stop), self.weight, self.transform)
         return out
+
+    def top_k_shared(
+        self, scores: SharedScores, k: int, prepared: SparseScores | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Top k of :meth:`apply` for model scores given as :class:`SharedScores`, from a few
+        candidates per instance (``scoring.candidates``): the same items and values, ties
+        included. Needs the "sigmoid" transform (minmax depends on each row's extremes).
+
+        Shapes: scores of n rows, prepared (:meth:`prepare`) of n rows -> ([n, k], [n, k]).
+        """
+        if self.transform != "sigmoid":
+            raise ValueError("top_k_shared needs the sigmoid transform")
+        if self.weight == 0 or self.scorer is None:
+            return fused_top_k(scores, k)
+        return fused_top_k(scores, k, prepared, self.weight)
 
     def summary(self) -> dict[str, Any]:
         """The choice as plain numbers (for logs, results and the CLI)."""
@@ -379,8 +402,13 @@ def choose_fusion(
     for start in range(0, len(validate), chunk):
         stop = min(start + chunk, len(validate))
         model = val_scores[start:stop]
+        normalised = normalise(model, transform)  # once per chunk, not per grid point
         for w, a in points:  # the model alone (w = 0) does not depend on α: one point
-            ranked[w, a][start:stop] = top_k(fuse(model, by_alpha[a].rows(start, stop), w, transform), cut)
+            if w == 0:
+                fused = model
+            else:
+                fused = _fuse_normalised(model, None if w == 1 else normalised, by_alpha[a].rows(start, stop), w)
+            ranked[w, a][start:stop] = top_k(fused, cut)
     per_customer = {key: customer_criterion(ranked[key], data, validate) for key in points}  # [n_val] each
     grid = [FusionPoint(w, a, round(float(per_customer[w, a].mean()), 6)) for w, a in points]
 

@@ -55,3 +55,30 @@ def test_item_prior_starts_every_logit_at_the_items_log_odds():
 def test_item_prior_needs_the_item_bias():
     with pytest.raises(ValueError, match="item_bias=True"):
         GatedScorer(N_ITEMS, D).set_item_prior(torch.full((N_ITEMS,), 0.1))
+
+
+@pytest.mark.parametrize("repeat", [False, True])
+def test_node_scores_are_the_forward_matrix_bit_for_bit(repeat):
+    """base everywhere except each user-node's own entry: exactly forward's float32 values."""
+    torch.manual_seed(1)
+    scorer = GatedScorer(N_ITEMS, D, repeat_features=repeat, item_bias=True)
+    with torch.no_grad():
+        scorer.item_bias.normal_()
+        if repeat:
+            scorer.repeat.normal_()
+    E = torch.randn(N_ITEMS, D)
+    node_item, node_user = torch.tensor([0, 3, 3, 6, 1]), torch.tensor([0, 0, 1, 2, 2])
+    z = torch.randn(5, D)
+    features = torch.randn(5, 4) if repeat else None
+    dense = scorer(E, z, node_item, node_user, 4, features)  # [4, I]; user 3 has no items
+    base, node = scorer.node_scores(E, z, node_item, features)
+    expect = base.expand(4, -1).clone()
+    expect[node_user, node_item] = node
+    assert torch.equal(dense, expect)
+
+
+def test_node_scores_refuse_a_per_user_term_outside_the_history():
+    scorer = GatedScorer(N_ITEMS, D, user_context=True)
+    assert not scorer.shared_outside_history
+    with pytest.raises(ValueError, match="without user_context"):
+        scorer.node_scores(torch.randn(N_ITEMS, D), torch.randn(2, D), torch.tensor([0, 1]))

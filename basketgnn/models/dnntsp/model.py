@@ -181,31 +181,47 @@ class DNNTSP(nn.Module):
         return rows.index_select(0, batch.seq_row.reshape(-1)).view(*batch.seq_row.shape, -1)
 
     def forward(self, batch: GraphBatch) -> torch.Tensor:
+        return self.score_nodes(batch, self.node_vectors(batch))  # [B, I]
+
+    def node_vectors(self, batch: GraphBatch) -> torch.Tensor:
+        """Each user-node's vector z after GCN, attention and aggregation. Shapes: -> [M, d]."""
         if len(batch.node_item) == 0:  # no user of the batch has a known history item
-            z = self.embedding.weight.new_zeros(0, self.embedding.embedding_dim)
-            return self.score_nodes(batch, z)
+            return self.embedding.weight.new_zeros(0, self.embedding.embedding_dim)
         rows = self.row_features(batch)  # [R, d]
         if self.attention is not None and self.aggregate.mode in ("learned", "last"):
             # Attention and readout in one: never builds the [M, T, d] sequences.
-            z = self.attention.forward_aggregated(
+            return self.attention.forward_aggregated(
                 rows, batch.attention, len(batch.node_item), batch.node_len, self.aggregate.w_agg
             )  # [M, d]
-            return self.score_nodes(batch, z)  # [B, I]
         if self.attention is not None:
             seq = self.attention.forward_rows(
                 rows, batch.attention, len(batch.node_item), batch.max_len
             )  # [M, T, d]
         else:
             seq = self.expand_sequences(batch, rows)  # [M, T, d]
-        z = self.aggregate(seq, batch.node_len)  # [M, d]
-        return self.score_nodes(batch, z)  # [B, I]
+        return self.aggregate(seq, batch.node_len)  # [M, d]
+
+    def forward_sparse(self, batch: GraphBatch) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """:meth:`forward` as a shared score per item plus each user-node's own score, when
+        the scorer gives items outside a history the same score for every user (the default
+        configuration); None otherwise. forward(batch)[node_user[m], node_item[m]] equals
+        node[m] and every other entry of column i equals base[i], bit for bit.
+
+        Shapes: -> (base [I], node [M]).
+        """
+        if not self.scorer.shared_outside_history:
+            return None
+        z = self.node_vectors(batch)  # [M, d]
+        return self.scorer.node_scores(self.embedding.weight, z, batch.node_item, self._node_features(batch, z))
 
     def score_nodes(self, batch: GraphBatch, z: torch.Tensor) -> torch.Tensor:
         """Gated scoring of all items from the user-nodes' vectors. Shapes: z [M, d] -> [B, I]."""
-        features = None
-        if self.scorer.repeat is not None:
-            features = repeat_features(batch.node_count, batch.node_last, batch.node_len, z.dtype)
         return self.scorer(
-            self.embedding.weight, z, batch.node_item, batch.node_user, batch.batch_size, features
+            self.embedding.weight, z, batch.node_item, batch.node_user, batch.batch_size,
+            self._node_features(batch, z),
         )
 
+    def _node_features(self, batch: GraphBatch, z: torch.Tensor) -> torch.Tensor | None:
+        if self.scorer.repeat is None:
+            return None
+        return repeat_features(batch.node_count, batch.node_last, batch.node_len, z.dtype)  # [M, 4]

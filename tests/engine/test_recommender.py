@@ -1,0 +1,73 @@
+"""NeuralRecommender.rank: the top k of score()'s matrix, ties included, whether it ranks a few
+candidates (DNNTSP's default scorer, no add-on or the TIFU fusion) or the dense matrix."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from test_trainer import planted_data
+
+from basketgnn.data.split import Instances, make_split
+from basketgnn.engine.addons import FusionAddOn, NeighbourAddOn
+from basketgnn.engine.recommender import NeuralRecommender
+from basketgnn.evaluate import rank_items
+from basketgnn.metrics import top_k
+from basketgnn.models.dnntsp import DNNTSP, SPEC, DNNTSPConfig
+from basketgnn.models.neighbours import NeighbourPool
+from basketgnn.scoring.fusion import ScoreFusion, TifuScorer
+from basketgnn.scoring.tifu import TifuParams
+
+
+def recommender(data, config, seed=0):
+    torch.manual_seed(seed)
+    rec = NeuralRecommender(SPEC, config)
+    rec.model = DNNTSP.from_config(data.n_items, config)
+    with torch.no_grad():  # untrained, but with spread-out scores and a non-trivial gate
+        rec.model.scorer.out.weight.normal_(0, 3.0)
+    rec.item_ids = data.item_ids
+    return rec
+
+
+def dense_top_k(rec, data, instances, k):
+    scores = rec.score(data, instances)
+    idx = top_k(scores, k)
+    return idx, np.take_along_axis(scores, idx, axis=1).astype(np.float32)
+
+
+@pytest.mark.parametrize("weight", [None, 0.3, 1.0])
+@pytest.mark.parametrize("user_context, threads", [(False, 1), (False, 2), (True, 2)])
+def test_rank_equals_the_top_k_of_score(weight, user_context, threads):
+    """threads 2: the search in two halves on worker threads beside the forward."""
+    data = planted_data(n_users=120, n_items=40)
+    sp = make_split(data, "temporal")
+    config = DNNTSPConfig(embed_dim=8, threads=threads, user_context=user_context)
+    rec = recommender(data, config)
+    if weight is not None:
+        rec.addon = FusionAddOn(ScoreFusion(weight, "sigmoid", TifuScorer.build(data, sp["train"], TifuParams(k=10))))
+    everyone = Instances(np.arange(data.n_users), data.n_baskets_per_user.astype(np.int64))
+    for k in (5, 40):
+        items, values = rec.rank(data, everyone, k)
+        want_items, want_values = dense_top_k(rec, data, everyone, k)
+        np.testing.assert_array_equal(items, want_items)
+        np.testing.assert_array_equal(values, want_values)
+    # The candidate path was the one taken where it applies.
+    assert (rec._shared_scores(data, everyone, torch.device("cpu")) is None) == user_context
+
+
+def test_rank_items_uses_rank_and_the_neighbour_addon_ranks_densely():
+    data = planted_data(n_users=80, n_items=30)
+    sp = make_split(data, "temporal")
+    rec = recommender(data, DNNTSPConfig(embed_dim=8, threads=1))
+    rec.addon = NeighbourAddOn(NeighbourPool.build(data, sp["train"], k=10, top=20), 0.2)
+    items, values = rank_items(rec, data, sp["test"], 10, chunk=7)
+    want_items, want_values = dense_top_k(rec, data, sp["test"], 10)
+    np.testing.assert_array_equal(items, want_items)
+    np.testing.assert_array_equal(values, want_values)
+
+
+def test_rank_of_no_instances():
+    data = planted_data(n_users=30, n_items=20)
+    rec = recommender(data, DNNTSPConfig(embed_dim=8, threads=1))
+    items, values = rec.rank(data, Instances(np.zeros(0, np.int64), np.zeros(0, np.int64)), 5)
+    assert items.shape == (0, 5) and values.shape == (0, 5)
