@@ -19,6 +19,12 @@ class DINConfig(SequenceOptions):
     history: Literal["baskets", "items"] = Field(
         "baskets", description="Attend over pooled basket embeddings (cheap) or every history item."
     )
+    train_negatives: int = Field(
+        256, ge=0,
+        description="Train each batch on its target items plus this many random other items "
+        "(DIN's clicked / non-clicked samples); 0 or a catalogue this covers: every item. "
+        "Scoring always ranks the whole catalogue.",
+    )
     max_chunk_elements: int = Field(
         1 << 22, ge=1, description="Catalogue chunk size bound: numbers in one chunk's [B, C, T, 4d] attention input."
     )
