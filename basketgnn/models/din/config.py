@@ -10,7 +10,13 @@ from basketgnn.models.sequential import SequenceOptions
 
 
 class DINConfig(SequenceOptions):
-    """Layer sizes of the paper's Fig. 2 (activation unit 36, MLP 200-80)."""
+    """Layer sizes of the paper's Fig. 2 (activation unit 36, MLP 200-80). Training defaults
+    (lr, epochs, patience) chosen so that `basketgnn train --model din` on DC ends within 10
+    minutes of one core (BENCHMARKS.md §8)."""
+
+    lr: float = Field(3e-3, gt=0, description="Adam learning rate.")
+    epochs: int = Field(30, ge=1, description="Maximum number of epochs.")
+    patience: int = Field(3, ge=1, description="Stop after this many epochs without a better validation NDCG.")
 
     dim: int = Field(32, ge=1, description="Item embedding size d.")
     attention_hidden: list[int] = Field([36], description="Hidden sizes of the activation unit's MLP.")

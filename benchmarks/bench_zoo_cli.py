@@ -1,0 +1,108 @@
+"""SASRec, BERT4Rec and DIN through the CLI as a user runs them: train, then evaluate the
+checkpoint as trained (the default `fusion: tifu` add-on) and with --model-only.
+
+    nice -n 19 .venv/bin/python benchmarks/bench_zoo_cli.py --data DC --models sasrec bert4rec --seeds 0 1 2
+
+For every (data, model, seed) it runs, from the project root,
+
+    basketgnn train --model NAME --data ../shared/datasets/dnntsp/DATA.json --out runs/zoo/DATA-NAME-sS \
+        --seed S --config runs/zoo/threads1.yaml --no-progress [--epochs CAP]
+    basketgnn evaluate --checkpoint runs/zoo/DATA-NAME-sS/best.pt --output .../fused.json
+    basketgnn evaluate --checkpoint runs/zoo/DATA-NAME-sS/best.pt --model-only --output .../model.json
+
+and appends one JSON line to benchmarks/results/zoo.jsonl (tag "cli"): both test results, the
+epochs run and the best one, the median epoch time of train_log.jsonl (niced, beside other jobs:
+not a clean speed figure), the train command's wall and CPU seconds, the load average before
+and after. A run with a row already is skipped; a killed run resumes (the engine's resume.pt).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from common import PROJECT, RESULTS, append_result, shared_dataset
+
+BIN = [sys.executable, "-m", "basketgnn"]
+
+
+def done(tag: str) -> set[tuple[str, str, int, int | None]]:
+    path = RESULTS / "zoo.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    return {(r["data"], r["model"], r["seed"], r.get("epochs_cap")) for r in rows if r.get("tag") == tag}
+
+
+def cpu_children() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run(cmd: list[str], log: Path) -> None:
+    with open(log, "a") as f:
+        subprocess.run(cmd, cwd=PROJECT, stdout=f, stderr=subprocess.STDOUT, check=True)
+
+
+def one(data: str, model: str, seed: int, cap: int | None, config: Path, runs: Path, tag: str) -> dict:
+    name = f"{data}-{model}-s{seed}" + ("" if cap is None else f"-cap{cap}")
+    out = runs / name
+    out.mkdir(parents=True, exist_ok=True)
+    load_before = os.getloadavg()
+    cpu0, t0 = cpu_children(), time.perf_counter()
+    cmd = [*BIN, "train", "--model", model, "--data", str(shared_dataset(data)), "--out", str(out),
+           "--seed", str(seed), "--config", str(config), "--no-progress"]
+    run(cmd + (["--epochs", str(cap)] if cap is not None else []), out / "train.out")
+    wall, cpu = time.perf_counter() - t0, cpu_children() - cpu0
+    load_after = os.getloadavg()
+    results = {}
+    for kind, extra in (("as_trained", []), ("model_only", ["--model-only"])):
+        path = out / f"{kind}.json"
+        run([*BIN, "evaluate", "--checkpoint", str(out / "best.pt"), "--output", str(path), *extra], out / "evaluate.out")
+        results[kind] = json.loads(path.read_text())
+    log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+    best = max(log, key=lambda r: r["val_mean_ndcg"])
+    return {
+        "model": model, "tag": tag, "data": data, "seed": seed, "epochs_cap": cap,
+        "epochs_run": len(log), "best_epoch": best["epoch"], "val_mean_ndcg": best["val_mean_ndcg"],
+        "epoch_train_s_median": round(statistics.median(r["train_s"] for r in log), 2),
+        "epoch_validate_s_median": round(statistics.median(r["validate_s"] for r in log), 2),
+        "train_wall_s": round(wall, 1), "train_cpu_s": round(cpu, 1),
+        "load_before": [round(x, 1) for x in load_before], "load_after": [round(x, 1) for x in load_after],
+        "as_trained": results["as_trained"], "model_only": results["model_only"], "run_dir": str(out),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", nargs="*", default=["DC"], help="DC and/or TaFeng")
+    ap.add_argument("--models", nargs="*", default=["sasrec", "bert4rec", "din"])
+    ap.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2])
+    ap.add_argument("--epochs", type=int, default=None, help="cap on epochs (--epochs of train), recorded")
+    ap.add_argument("--runs", type=Path, default=PROJECT / "runs" / "zoo")
+    ap.add_argument("--tag", default="cli")
+    args = ap.parse_args()
+    args.runs.mkdir(parents=True, exist_ok=True)
+    config = args.runs / "threads1.yaml"
+    config.write_text("threads: 1\n")  # one thread: see BENCHMARKS.md §8
+    finished = done(args.tag)
+    for data in args.data:
+        for model in args.models:
+            for seed in args.seeds:
+                if (data, model, seed, args.epochs) in finished:
+                    print(f"skip {data} {model} seed {seed}: in zoo.jsonl", flush=True)
+                    continue
+                print(f"{time.strftime('%H:%M:%S')} {data} {model} seed {seed}", flush=True)
+                row = one(data, model, seed, args.epochs, config, args.runs, args.tag)
+                append_result("zoo", row)
+                print(f"{time.strftime('%H:%M:%S')} done {data} {model} seed {seed}: {row['epochs_run']} epochs "
+                      f"(best {row['best_epoch']}), {row['train_wall_s']} s wall", flush=True)
+
+
+if __name__ == "__main__":
+    main()
