@@ -50,8 +50,7 @@ def run(cmd: list[str], log: Path) -> None:
 
 
 def one(data: str, model: str, seed: int, cap: int | None, config: Path, runs: Path, tag: str) -> dict:
-    name = f"{data}-{model}-s{seed}" + ("" if cap is None else f"-cap{cap}")
-    out = runs / name
+    out = runs / f"{data}-{model}-s{seed}"  # a rerun with another cap resumes here (epochs is not a training setting)
     out.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()
     cpu0, t0 = cpu_children(), time.perf_counter()
@@ -73,9 +72,46 @@ def one(data: str, model: str, seed: int, cap: int | None, config: Path, runs: P
         "epoch_train_s_median": round(statistics.median(r["train_s"] for r in log), 2),
         "epoch_validate_s_median": round(statistics.median(r["validate_s"] for r in log), 2),
         "train_wall_s": round(wall, 1), "train_cpu_s": round(cpu, 1),
+        "epochs_wall_s": round(sum(r["train_s"] + r["validate_s"] for r in log), 1),
         "load_before": [round(x, 1) for x in load_before], "load_after": [round(x, 1) for x in load_after],
         "as_trained": results["as_trained"], "model_only": results["model_only"], "run_dir": str(out),
     }
+
+
+def rows(tag: str) -> list[dict]:
+    path = RESULTS / "zoo.jsonl"
+    return [r for r in map(json.loads, path.read_text().splitlines()) if r.get("tag") == tag]
+
+
+def mean_std(values: list[float]) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.4f}"
+    return f"{statistics.mean(values):.4f} ± {statistics.stdev(values):.4f}"
+
+
+def summary(tag: str) -> str:
+    """Markdown tables of zoo.jsonl's rows: mean ± std over seeds, per data set and model."""
+    out = []
+    table = rows(tag)
+    for data in sorted({r["data"] for r in table}):
+        out.append(f"**{data}** (test users; mean ± std over the seeds)\n")
+        out.append("| model | seeds | epochs cap | R@10 | N@10 | P@10 | R@20 | N@20 | P@20 | epochs run (best) | wall s |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|")
+        for model in ("sasrec", "bert4rec", "din"):
+            runs = sorted((r for r in table if r["data"] == data and r["model"] == model), key=lambda r: r["seed"])
+            if not runs:
+                continue
+            caps = sorted({str(r["epochs_cap"]) for r in runs})
+            epochs = ", ".join(f"{r['epochs_run']} ({r['best_epoch']})" for r in runs)
+            wall = ", ".join(f"{r['epochs_wall_s']:.0f}" for r in runs)
+            for kind in ("as_trained", "model_only"):
+                metrics = [r[kind]["metrics"] for r in runs]
+                cells = [mean_std([m[f"{name}@{k}"] for m in metrics]) for k in (10, 20) for name in ("recall", "ndcg", "phr")]
+                label = f"{model}, {kind.replace('_', ' ')}"
+                extra = [epochs, wall] if kind == "as_trained" else ["", ""]
+                out.append(f"| {label} | {len(runs)} | {'/'.join(caps)} | " + " | ".join(cells) + " | " + " | ".join(extra) + " |")
+        out.append("")
+    return "\n".join(out)
 
 
 def main() -> None:
@@ -86,7 +122,11 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=None, help="cap on epochs (--epochs of train), recorded")
     ap.add_argument("--runs", type=Path, default=PROJECT / "runs" / "zoo")
     ap.add_argument("--tag", default="cli")
+    ap.add_argument("--summary", action="store_true", help="print the tables of zoo.jsonl's rows and exit")
     args = ap.parse_args()
+    if args.summary:
+        print(summary(args.tag))
+        return
     args.runs.mkdir(parents=True, exist_ok=True)
     config = args.runs / "threads1.yaml"
     config.write_text("threads: 1\n")  # one thread: see BENCHMARKS.md §8
