@@ -89,13 +89,19 @@ def mean_std(values: list[float]) -> str:
     return f"{statistics.mean(values):.4f} ± {statistics.stdev(values):.4f}"
 
 
+def fusion_weight(row: dict) -> float | None:
+    """The TIFU-KNN weight λ that validation chose for the run (1 = TIFU-KNN alone)."""
+    return (row["as_trained"]["params"].get("fusion_used") or {}).get("weight")
+
+
 def summary(tag: str) -> str:
     """Markdown tables of zoo.jsonl's rows: mean ± std over seeds, per data set and model."""
     out = []
     table = rows(tag)
     for data in sorted({r["data"] for r in table}):
         out.append(f"**{data}** (test users; mean ± std over the seeds)\n")
-        out.append("| model | seeds | epochs cap | R@10 | N@10 | P@10 | R@20 | N@20 | P@20 | epochs run (best) | wall s |")
+        out.append("| model | seeds | epochs cap | R@10 | N@10 | P@10 | R@20 | N@20 | P@20 "
+                   "| epochs run (best) / λ | train wall s |")
         out.append("|---|---|---|---|---|---|---|---|---|---|---|")
         for model in ("sasrec", "bert4rec", "din"):
             runs = sorted((r for r in table if r["data"] == data and r["model"] == model), key=lambda r: r["seed"])
@@ -108,7 +114,8 @@ def summary(tag: str) -> str:
                 metrics = [r[kind]["metrics"] for r in runs]
                 cells = [mean_std([m[f"{name}@{k}"] for m in metrics]) for k in (10, 20) for name in ("recall", "ndcg", "phr")]
                 label = f"{model}, {kind.replace('_', ' ')}"
-                extra = [epochs, wall] if kind == "as_trained" else ["", ""]
+                weights = ", ".join(str(fusion_weight(r)) for r in runs)
+                extra = [epochs, wall] if kind == "as_trained" else [f"λ = {weights}", ""]
                 out.append(f"| {label} | {len(runs)} | {'/'.join(caps)} | " + " | ".join(cells) + " | " + " | ".join(extra) + " |")
         out.append("")
     return "\n".join(out)
@@ -130,11 +137,10 @@ def main() -> None:
     args.runs.mkdir(parents=True, exist_ok=True)
     config = args.runs / "threads1.yaml"
     config.write_text("threads: 1\n")  # one thread: see BENCHMARKS.md §8
-    finished = done(args.tag)
     for data in args.data:
         for model in args.models:
             for seed in args.seeds:
-                if (data, model, seed, args.epochs) in finished:
+                if (data, model, seed, args.epochs) in done(args.tag):  # read again: runners run side by side
                     print(f"skip {data} {model} seed {seed}: in zoo.jsonl", flush=True)
                     continue
                 print(f"{time.strftime('%H:%M:%S')} {data} {model} seed {seed}", flush=True)
