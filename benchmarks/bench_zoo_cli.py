@@ -104,19 +104,19 @@ def summary(tag: str) -> str:
                    "| epochs run (best) / λ | train wall s |")
         out.append("|---|---|---|---|---|---|---|---|---|---|---|")
         for model in ("sasrec", "bert4rec", "din"):
-            runs = sorted((r for r in table if r["data"] == data and r["model"] == model), key=lambda r: r["seed"])
-            if not runs:
-                continue
-            caps = sorted({str(r["epochs_cap"]) for r in runs})
-            epochs = ", ".join(f"{r['epochs_run']} ({r['best_epoch']})" for r in runs)
-            wall = ", ".join(f"{r['epochs_wall_s']:.0f}" for r in runs)
-            for kind in ("as_trained", "model_only"):
-                metrics = [r[kind]["metrics"] for r in runs]
-                cells = [mean_std([m[f"{name}@{k}"] for m in metrics]) for k in (10, 20) for name in ("recall", "ndcg", "phr")]
-                label = f"{model}, {kind.replace('_', ' ')}"
+            mine = [r for r in table if r["data"] == data and r["model"] == model]
+            for cap in sorted({r["epochs_cap"] or 0 for r in mine}, reverse=True):  # one row group per cap
+                runs = sorted((r for r in mine if (r["epochs_cap"] or 0) == cap), key=lambda r: r["seed"])
+                seeds = ", ".join(str(r["seed"]) for r in runs)
+                epochs = ", ".join(f"{r['epochs_run']} ({r['best_epoch']})" for r in runs)
+                wall = ", ".join(f"{r['epochs_wall_s']:.0f}" for r in runs)
                 weights = ", ".join(str(fusion_weight(r)) for r in runs)
-                extra = [epochs, wall] if kind == "as_trained" else [f"λ = {weights}", ""]
-                out.append(f"| {label} | {len(runs)} | {'/'.join(caps)} | " + " | ".join(cells) + " | " + " | ".join(extra) + " |")
+                for kind in ("as_trained", "model_only"):
+                    metrics = [r[kind]["metrics"] for r in runs]
+                    cells = [mean_std([m[f"{name}@{k}"] for m in metrics]) for k in (10, 20) for name in ("recall", "ndcg", "phr")]
+                    extra = [epochs, wall] if kind == "as_trained" else [f"λ = {weights}", ""]
+                    out.append(f"| {model}, {kind.replace('_', ' ')} | {seeds} | {cap or '-'} | " + " | ".join(cells)
+                               + " | " + " | ".join(extra) + " |")
         out.append("")
     return "\n".join(out)
 
