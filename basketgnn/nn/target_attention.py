@@ -78,7 +78,16 @@ class TargetAttention(nn.Module):
             W [h, t, h - t, h ⊙ t] + b = (W_h + W_d + W_p diag(t)) h + ((W_t - W_d) t + b)
 
         i.e. one matrix M_t [k, d] per target, and all (user-step, target) pairs are a single
-        matrix product [B·T, d] x [d, C·k].
+        matrix product [B·T, d] x [d, C·k] (the bias added inside it).
+
+        With one hidden layer and PReLU (DIN's unit, the default), the output layer w is folded
+        into the activation: PReLU(z) = α ⊙ z + (1 - α) ⊙ relu(z), so
+
+            a = w · PReLU(z) + b_2 = relu(z) · (w ⊙ (1 - α)) + (w ⊙ α) · (M_t h + c_t) + b_2,
+
+        and the linear half is a product [B·T, d] x [d, C]: the [B, T, C, k] tensor goes
+        through one relu and one matrix-vector product instead of PReLU's select and a
+        Linear(k, 1). Exact; tests/reference_zoo.py's dense unit is the reference.
         """
         B, T, d = history.shape
         C = targets.shape[0]
@@ -87,9 +96,19 @@ class TargetAttention(nn.Module):
         w_h, w_t, w_d, w_p = first.weight.split(d, dim=1)  # [k, d] each
         k = first.out_features
         per_target = (w_h + w_d).unsqueeze(0) + w_p.unsqueeze(0) * targets.unsqueeze(1)  # [C, k, d]
-        hidden = (history.reshape(B * T, d) @ per_target.reshape(C * k, d).T).view(B, T, C, k)
-        hidden = hidden + (targets @ (w_t - w_d).T + first.bias).view(1, 1, C, k)  # [B, T, C, k]
-        a = self.unit[1:](hidden).squeeze(-1).transpose(1, 2)  # [B, C, T]
+        target_bias = targets @ (w_t - w_d).T + first.bias  # [C, k]
+        flat = history.reshape(B * T, d)
+        hidden = torch.addmm(target_bias.reshape(C * k), flat, per_target.reshape(C * k, d).T).view(B, T, C, k)
+        if len(self.unit) == 3 and isinstance(self.unit[1], PReLU):
+            alpha, last = self.unit[1].alpha, self.unit[2]
+            assert isinstance(last, nn.Linear)
+            w = last.weight[0]  # [k]
+            u = w * alpha  # the linear half's weights [k]
+            linear_half = (flat @ (per_target.transpose(1, 2) @ u).T).view(B, T, C)  # [B, T, C]
+            linear_half = linear_half + (target_bias @ u + last.bias)  # + [C]
+            a = (torch.relu(hidden) @ (w - u)).add_(linear_half).transpose(1, 2)  # [B, C, T]
+        else:
+            a = self.unit[1:](hidden).squeeze(-1).transpose(1, 2)  # [B, C, T]
         return a * mask.unsqueeze(1).to(a.dtype)
 
     def forward(

@@ -106,3 +106,21 @@ def test_pad_segments_docstring_example():
     padded, mask = pad_segments(values, torch.tensor([1, 0, 1]), 3)
     assert padded.tolist() == [[[2.0], [0.0]], [[1.0], [3.0]], [[0.0], [0.0]]]
     assert mask.tolist() == [[True, False], [True, True], [False, False]]
+
+
+def test_prelu_matches_the_select_formula_outputs_and_gradients():
+    torch.manual_seed(0)
+    act = PReLU(5).double()
+    with torch.no_grad():
+        act.alpha.copy_(torch.randn(5, dtype=torch.float64))
+    x = torch.randn(3, 4, 5, dtype=torch.float64, requires_grad=True)
+    x.data[0, 0, 0] = 0.0  # the kink itself
+    g = torch.randn(3, 4, 5, dtype=torch.float64)
+    act(x).backward(g)
+    fast = (x.grad.clone(), act.alpha.grad.clone())
+    x.grad = act.alpha.grad = None
+    ref = torch.where(x > 0, x, act.alpha * x)
+    torch.testing.assert_close(act(x), ref, rtol=0, atol=0)
+    ref.backward(g)
+    torch.testing.assert_close(fast[0], x.grad)
+    torch.testing.assert_close(fast[1], act.alpha.grad)

@@ -10,7 +10,13 @@ from basketgnn.models.sequential import SequenceOptions
 
 
 class DINConfig(SequenceOptions):
-    """Layer sizes of the paper's Fig. 2 (activation unit 36, MLP 200-80)."""
+    """Layer sizes of the paper's Fig. 2 (activation unit 36, MLP 200-80). Training defaults
+    (lr, epochs, patience) chosen so that `basketgnn train --model din` on DC ends within 10
+    minutes of one core (BENCHMARKS.md §8)."""
+
+    lr: float = Field(3e-3, gt=0, description="Adam learning rate.")
+    epochs: int = Field(30, ge=1, description="Maximum number of epochs.")
+    patience: int = Field(3, ge=1, description="Stop after this many epochs without a better validation NDCG.")
 
     dim: int = Field(32, ge=1, description="Item embedding size d.")
     attention_hidden: list[int] = Field([36], description="Hidden sizes of the activation unit's MLP.")
@@ -18,6 +24,12 @@ class DINConfig(SequenceOptions):
     activation: Literal["prelu", "dice"] = Field("prelu", description="Activation of both MLPs: PReLU or Dice.")
     history: Literal["baskets", "items"] = Field(
         "baskets", description="Attend over pooled basket embeddings (cheap) or every history item."
+    )
+    train_negatives: int = Field(
+        256, ge=0,
+        description="Train each batch on its target items plus this many random other items "
+        "(DIN's clicked / non-clicked samples); 0 or a catalogue this covers: every item. "
+        "Scoring always ranks the whole catalogue.",
     )
     max_chunk_elements: int = Field(
         1 << 22, ge=1, description="Catalogue chunk size bound: numbers in one chunk's [B, C, T, 4d] attention input."

@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from basketgnn.data.sequences import SequenceBatch
+from basketgnn.models.din.candidates import sample_candidates
 from basketgnn.nn.basket_pooling import MeanBasketPooling
 from basketgnn.nn.target_attention import TargetAttention, chunk_size, mlp
 
@@ -33,7 +34,8 @@ from basketgnn.nn.target_attention import TargetAttention, chunk_size, mlp
 class DIN(nn.Module):
     """Args:
     n_items: catalogue size I.
-    dim, attention_hidden, hidden, activation, history, max_chunk_elements: see :class:`DINConfig`.
+    dim, attention_hidden, hidden, activation, history, max_chunk_elements, train_negatives:
+        see :class:`DINConfig` (train_negatives 0: train on the whole catalogue).
     """
 
     def __init__(
@@ -45,11 +47,14 @@ class DIN(nn.Module):
         activation: Literal["prelu", "dice"],
         history: Literal["baskets", "items"],
         max_chunk_elements: int,
+        train_negatives: int = 0,
     ) -> None:
         super().__init__()
         if history not in ("baskets", "items"):
             raise ValueError(f"history must be baskets or items, got {history!r}")
         self.n_items, self.history_kind, self.max_chunk_elements = n_items, history, max_chunk_elements
+        self.train_negatives = train_negatives
+        self.candidates: torch.Tensor | None = None  # [C'] of the last sampled training forward
         self.items = nn.Embedding(n_items + 1, dim, padding_idx=0)
         self.pool = MeanBasketPooling()
         self.attention = TargetAttention(dim, attention_hidden, activation)
@@ -74,8 +79,16 @@ class DIN(nn.Module):
         return self.scorer[1:](hidden).squeeze(-1)
 
     def forward(self, batch: SequenceBatch) -> torch.Tensor:
+        """Scores [B, I]; in training with ``train_negatives`` > 0, [B, C'] of ``self.candidates``."""
         h, mask = self.history(batch)
         B, T, d = h.shape
         targets = self.items.weight[1:]  # [I, d]
+        self.candidates = None
+        if self.training and self.train_negatives > 0 and batch.target_items is not None:
+            candidates = sample_candidates(batch.target_items, self.n_items, self.train_negatives)  # [C']
+            if len(candidates) < self.n_items:
+                self.candidates = candidates
+                targets = targets[candidates]  # [C', d]
         C = chunk_size(B, T, d, self.max_chunk_elements)
-        return torch.cat([self.score(h, mask, targets[s : s + C]) for s in range(0, self.n_items, C)], dim=1)
+        n = len(targets)
+        return torch.cat([self.score(h, mask, targets[s : s + C]) for s in range(0, n, C)], dim=1)

@@ -1,0 +1,154 @@
+"""SASRec, BERT4Rec and DIN through the CLI as a user runs them: train, then evaluate the
+checkpoint as trained (the default `fusion: tifu` add-on) and with --model-only.
+
+    nice -n 19 .venv/bin/python benchmarks/bench_zoo_cli.py --data DC --models sasrec bert4rec --seeds 0 1 2
+
+For every (data, model, seed) it runs, from the project root,
+
+    basketgnn train --model NAME --data ../shared/datasets/dnntsp/DATA.json --out runs/zoo/DATA-NAME-sS \
+        --seed S --config runs/zoo/threads1.yaml --no-progress [--epochs CAP]
+    basketgnn evaluate --checkpoint runs/zoo/DATA-NAME-sS/best.pt --output .../fused.json
+    basketgnn evaluate --checkpoint runs/zoo/DATA-NAME-sS/best.pt --model-only --output .../model.json
+
+and appends one JSON line to benchmarks/results/zoo.jsonl (tag "cli"): both test results, the
+epochs run and the best one, the median epoch time of train_log.jsonl (niced, beside other jobs:
+not a clean speed figure), the train command's wall and CPU seconds, the load average before
+and after. A run with a row already is skipped; a killed run resumes (the engine's resume.pt).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from common import PROJECT, RESULTS, append_result, shared_dataset
+
+BIN = [sys.executable, "-m", "basketgnn"]
+
+
+def done(tag: str) -> set[tuple[str, str, int, int | None]]:
+    path = RESULTS / "zoo.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    return {(r["data"], r["model"], r["seed"], r.get("epochs_cap")) for r in rows if r.get("tag") == tag}
+
+
+def cpu_children() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run(cmd: list[str], log: Path) -> None:
+    with open(log, "a") as f:
+        subprocess.run(cmd, cwd=PROJECT, stdout=f, stderr=subprocess.STDOUT, check=True)
+
+
+def one(data: str, model: str, seed: int, cap: int | None, config: Path, runs: Path, tag: str) -> dict:
+    out = runs / f"{data}-{model}-s{seed}"  # a rerun with another cap resumes here (epochs is not a training setting)
+    out.mkdir(parents=True, exist_ok=True)
+    load_before = os.getloadavg()
+    cpu0, t0 = cpu_children(), time.perf_counter()
+    cmd = [*BIN, "train", "--model", model, "--data", str(shared_dataset(data)), "--out", str(out),
+           "--seed", str(seed), "--config", str(config), "--no-progress"]
+    run(cmd + (["--epochs", str(cap)] if cap is not None else []), out / "train.out")
+    wall, cpu = time.perf_counter() - t0, cpu_children() - cpu0
+    load_after = os.getloadavg()
+    results = {}
+    for kind, extra in (("as_trained", []), ("model_only", ["--model-only"])):
+        path = out / f"{kind}.json"
+        run([*BIN, "evaluate", "--checkpoint", str(out / "best.pt"), "--output", str(path), *extra], out / "evaluate.out")
+        results[kind] = json.loads(path.read_text())
+    log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+    best = max(log, key=lambda r: r["val_mean_ndcg"])
+    return {
+        "model": model, "tag": tag, "data": data, "seed": seed, "epochs_cap": cap,
+        "epochs_run": len(log), "best_epoch": best["epoch"], "val_mean_ndcg": best["val_mean_ndcg"],
+        "epoch_train_s_median": round(statistics.median(r["train_s"] for r in log), 2),
+        "epoch_validate_s_median": round(statistics.median(r["validate_s"] for r in log), 2),
+        "train_wall_s": round(wall, 1), "train_cpu_s": round(cpu, 1),
+        "epochs_wall_s": round(sum(r["train_s"] + r["validate_s"] for r in log), 1),
+        "load_before": [round(x, 1) for x in load_before], "load_after": [round(x, 1) for x in load_after],
+        "as_trained": results["as_trained"], "model_only": results["model_only"], "run_dir": str(out),
+    }
+
+
+def rows(tag: str) -> list[dict]:
+    path = RESULTS / "zoo.jsonl"
+    return [r for r in map(json.loads, path.read_text().splitlines()) if r.get("tag") == tag]
+
+
+def mean_std(values: list[float]) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.4f}"
+    return f"{statistics.mean(values):.4f} ± {statistics.stdev(values):.4f}"
+
+
+def fusion_weight(row: dict) -> float | None:
+    """The TIFU-KNN weight λ that validation chose for the run (1 = TIFU-KNN alone)."""
+    return (row["as_trained"]["params"].get("fusion_used") or {}).get("weight")
+
+
+def summary(tag: str) -> str:
+    """Markdown tables of zoo.jsonl's rows: mean ± std over seeds, per data set and model."""
+    out = []
+    table = rows(tag)
+    for data in sorted({r["data"] for r in table}):
+        out.append(f"**{data}** (test users; mean ± std over the seeds)\n")
+        out.append("| model | seeds | epochs cap | R@10 | N@10 | P@10 | R@20 | N@20 | P@20 "
+                   "| epochs run (best) / λ | train wall s |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|")
+        for model in ("sasrec", "bert4rec", "din"):
+            mine = [r for r in table if r["data"] == data and r["model"] == model]
+            for cap in sorted({r["epochs_cap"] or 0 for r in mine}, reverse=True):  # one row group per cap
+                runs = sorted((r for r in mine if (r["epochs_cap"] or 0) == cap), key=lambda r: r["seed"])
+                seeds = ", ".join(str(r["seed"]) for r in runs)
+                epochs = ", ".join(f"{r['epochs_run']} ({r['best_epoch']})" for r in runs)
+                wall = ", ".join(f"{r['epochs_wall_s']:.0f}" for r in runs)
+                weights = ", ".join(str(fusion_weight(r)) for r in runs)
+                for kind in ("as_trained", "model_only"):
+                    metrics = [r[kind]["metrics"] for r in runs]
+                    cells = [mean_std([m[f"{name}@{k}"] for m in metrics]) for k in (10, 20) for name in ("recall", "ndcg", "phr")]
+                    extra = [epochs, wall] if kind == "as_trained" else [f"λ = {weights}", ""]
+                    out.append(f"| {model}, {kind.replace('_', ' ')} | {seeds} | {cap or '-'} | " + " | ".join(cells)
+                               + " | " + " | ".join(extra) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", nargs="*", default=["DC"], help="DC and/or TaFeng")
+    ap.add_argument("--models", nargs="*", default=["sasrec", "bert4rec", "din"])
+    ap.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2])
+    ap.add_argument("--epochs", type=int, default=None, help="cap on epochs (--epochs of train), recorded")
+    ap.add_argument("--runs", type=Path, default=PROJECT / "runs" / "zoo")
+    ap.add_argument("--tag", default="cli")
+    ap.add_argument("--summary", action="store_true", help="print the tables of zoo.jsonl's rows and exit")
+    args = ap.parse_args()
+    if args.summary:
+        print(summary(args.tag))
+        return
+    args.runs.mkdir(parents=True, exist_ok=True)
+    config = args.runs / "threads1.yaml"
+    config.write_text("threads: 1\n")  # one thread: see BENCHMARKS.md §8
+    for data in args.data:
+        for model in args.models:
+            for seed in args.seeds:
+                if (data, model, seed, args.epochs) in done(args.tag):  # read again: runners run side by side
+                    print(f"skip {data} {model} seed {seed}: in zoo.jsonl", flush=True)
+                    continue
+                print(f"{time.strftime('%H:%M:%S')} {data} {model} seed {seed}", flush=True)
+                row = one(data, model, seed, args.epochs, config, args.runs, args.tag)
+                append_result("zoo", row)
+                print(f"{time.strftime('%H:%M:%S')} done {data} {model} seed {seed}: {row['epochs_run']} epochs "
+                      f"(best {row['best_epoch']}), {row['train_wall_s']} s wall", flush=True)
+
+
+if __name__ == "__main__":
+    main()
