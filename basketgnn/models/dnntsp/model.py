@@ -85,6 +85,14 @@ class DNNTSPConfig(TrainOptions):
         "rather than from all logits at 0.",
     )
 
+    max_history: int = Field(
+        0,
+        ge=0,
+        description="Beyond the paper: the graphs and attention see only each customer's last "
+        "max_history baskets (0 = all); the TIFU-KNN fusion still reads the whole history. "
+        "train reports how many baskets the cap left out.",
+    )
+
     @model_validator(mode="after")
     def _heads_divide_embedding(self) -> DNNTSPConfig:
         if self.attention and self.head_merge == "concat" and self.embed_dim % self.heads:
