@@ -398,6 +398,7 @@ def _train_model(
             "epoch": epoch,
             "train_loss": round(train_loss, 6),
             "lr": optimizer.param_groups[0]["lr"],
+            "steps": len(batches),
             "train_s": round(train_s, 3),
             "validate_s": round(time.perf_counter() - t0 - train_s, 3),
             **({"processes": ctx.world_size} if ctx.distributed else {}),

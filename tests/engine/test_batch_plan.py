@@ -11,6 +11,7 @@ from basketgnn.data.split import make_split
 from basketgnn.engine.options import TrainOptions
 from basketgnn.engine.trainer import BatchPlan, length_batches
 from basketgnn.graph.cooccurrence import build_user_graphs
+from basketgnn.models.dnntsp import DNNTSPConfig
 
 
 def test_one_process_runs_the_whole_seeded_plan():
@@ -98,3 +99,4 @@ def test_default_work_bound_leaves_the_published_batches_unchanged(dnntsp, name)
         nodes = build_user_graphs(data, inst, with_targets=False).sizes
         worst = max(L * np.sort(nodes[T <= L])[::-1][:rows].sum() for L in np.unique(T))
         assert worst <= bound, (part, worst)
+        assert T.max() <= DNNTSPConfig().max_history  # nor does the default history cap
