@@ -147,13 +147,17 @@ class BasketData:
         b = self.baskets()
         return [b.row(i) for i in range(self.user_offsets[u], self.user_offsets[u + 1])]
 
-    def histories(self, users: np.ndarray, n_history: np.ndarray) -> Histories:
-        """The first ``n_history[i]`` baskets of user ``users[i]``, for every i.
+    def histories(
+        self, users: np.ndarray, n_history: np.ndarray, first: np.ndarray | None = None
+    ) -> Histories:
+        """The first ``n_history[i]`` baskets of user ``users[i]``, for every i; with ``first``,
+        ``n_history[i]`` baskets from the user's basket number ``first[i]`` on.
 
-        Shapes: users [n], n_history [n].
+        Shapes: users [n], n_history [n], first [n].
         """
         n_history = np.asarray(n_history, dtype=np.int64)
-        basket_idx = ranges(self.user_offsets[users], n_history)  # [sum(n_history)]
+        starts = self.user_offsets[users] + (0 if first is None else np.asarray(first, dtype=np.int64))
+        basket_idx = ranges(starts, n_history)  # [sum(n_history)]
         return Histories(self._select_baskets(basket_idx), _offsets(n_history))
 
     def targets(self, users: np.ndarray, n_history: np.ndarray) -> Csr:

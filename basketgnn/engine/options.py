@@ -20,6 +20,15 @@ class TrainOptions(BaseModel):
     lr: float = Field(1e-3, gt=0, description="Adam learning rate.")
     weight_decay: float = Field(0.0, ge=0, description="Adam weight decay.")
     batch_size: int = Field(64, ge=1, description="Users per batch.")
+    batch_work: int = Field(
+        200_000,
+        ge=0,
+        description="Beyond the paper: a training batch also closes before its work, the sum "
+        "of its customers' sizes times its longest history (DNNTSP: nodes x T_max), passes "
+        "this (0 = no bound; models whose data has no size are not bounded). Long histories "
+        "then get fewer customers per batch, so a step's memory stays bounded. The default "
+        "leaves every DC and TaFeng batch at batch_size customers.",
+    )
     epochs: int = Field(100, ge=1, description="Maximum number of epochs.")
     patience: int = Field(10, ge=1, description="Stop after this many epochs without a better validation NDCG.")
     lr_patience: int = Field(3, ge=0, description="ReduceLROnPlateau patience (epochs, on training loss).")

@@ -93,6 +93,9 @@ class TrainResult:
     history: list[dict[str, Any]] = field(default_factory=list)
     warm_start: WarmStartReport | None = None  # what a warm start reused (rank 0; else None)
     addon: AddOnChoice | None = None  # what the add-on step chose (engine.addons)
+    # History baskets the model's data left out (a history cap such as DNNTSP's max_history),
+    # per part: {"train": n, "validate": n}; empty when nothing was left out.
+    left_out_baskets: dict[str, int] = field(default_factory=dict)
 
 
 def setup_torch(config: TrainOptions) -> torch.device:
@@ -104,14 +107,44 @@ def setup_torch(config: TrainOptions) -> torch.device:
     return torch.device(config.device)
 
 
-def length_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator | None) -> list[np.ndarray]:
+def length_batches(
+    lengths: np.ndarray,
+    batch_size: int,
+    rng: np.random.Generator | None,
+    sizes: np.ndarray | None = None,
+    work: int = 0,
+    min_rows: int = 1,
+) -> list[np.ndarray]:
     """Split indices into batches of similar ``lengths``, in random order when ``rng`` is given.
 
     Sorting by (length, random key) keeps padding small while still mixing users between epochs.
+    With ``sizes`` and ``work`` > 0 a batch also closes before its work, sum of ``sizes`` times
+    its longest ``lengths``, would pass ``work`` (but holds at least ``min_rows`` rows, the
+    plan's last one excepted): long histories get fewer customers per batch and the step's
+    temporaries stay bounded. While no batch of ``batch_size`` reaches ``work``, the batches
+    (and the random draws) are exactly those without the bound.
+
+    Example: lengths [1, 1, 2, 2], sizes [3, 3, 5, 5], batch_size 4, work 20: in length order
+    the work of the first e rows is 3, 6, 2 * 13 = 26, ... so the first batch closes after 2
+    rows; the second, [5, 5] at length 2, has work 20 and holds both.
+
+    Shapes: lengths [n], sizes [n] -> batches of indices into them.
     """
     tie = rng.random(len(lengths)) if rng is not None else np.arange(len(lengths))
     order = np.lexsort((tie, lengths))
-    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    if sizes is None or work <= 0:
+        batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    else:
+        size_sum = np.concatenate([[0], np.cumsum(np.asarray(sizes, dtype=np.int64)[order])])  # [n + 1]
+        longest = np.asarray(lengths, dtype=np.int64)[order]  # rows are in length order
+        batches, start = [], 0
+        while start < len(order):
+            end = min(start + batch_size, len(order))
+            # Work of rows start .. e - 1 for e = start + 1 .. end: non-decreasing in e.
+            batch_work = (size_sum[start + 1 : end + 1] - size_sum[start]) * longest[start:end]
+            rows = max(int(np.searchsorted(batch_work, work, side="right")), min_rows, 1)
+            batches.append(order[start : start + rows])
+            start += rows
     if rng is not None:
         batches = [batches[i] for i in rng.permutation(len(batches))]
     return batches
@@ -121,8 +154,9 @@ def length_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generato
 class BatchPlan:
     """Which batches of an epoch a process runs.
 
-    Every rank draws the same seeded :func:`length_batches` plan of ``batch_size`` batches and
-    runs rows ``rank, rank + world_size, ...`` of each (rows are in length order, so every
+    Every rank draws the same seeded :func:`length_batches` plan of ``batch_size`` batches
+    (bounded by ``work`` when the epoch is given the rows' ``sizes``; every batch then still
+    holds at least ``world_size`` rows) and runs rows ``rank, rank + world_size, ...`` of each (rows are in length order, so every
     slice has the same mix of lengths and the ranks finish a step together). Every rank does
     one step per plan batch (a DDP step is collective: a rank with one step more would hang),
     and every row of the epoch is run exactly once by one rank. A plan batch with fewer rows
@@ -136,10 +170,13 @@ class BatchPlan:
     batch_size: int
     world_size: int = 1
     rank: int = 0
+    work: int = 0
 
-    def epoch(self, lengths: np.ndarray, seed: int, epoch: int) -> list[np.ndarray]:
+    def epoch(
+        self, lengths: np.ndarray, seed: int, epoch: int, sizes: np.ndarray | None = None
+    ) -> list[np.ndarray]:
         rng = np.random.default_rng([seed, epoch])
-        batches = length_batches(lengths, self.batch_size, rng)
+        batches = length_batches(lengths, self.batch_size, rng, sizes, self.work, self.world_size)
         if self.world_size == 1:
             return batches
         if self.batch_size < self.world_size or len(lengths) < self.world_size:
@@ -159,29 +196,48 @@ class BatchPlan:
         return [b[self.rank :: self.world_size] for b in batches]
 
 
+def source_sizes(source: BatchSource) -> np.ndarray | None:
+    """The per-instance size by which a batch's work is bounded (``batch_work``), for sources
+    that declare one (``sizes`` [n], e.g. DNNTSP's nodes per user); None otherwise."""
+    sizes = getattr(source, "sizes", None)
+    return None if sizes is None else np.asarray(sizes)
+
+
 @torch.no_grad()
 def score_source(
-    module: nn.Module, source: BatchSource, n_items: int, device: torch.device, batch_size: int = 256
+    module: nn.Module,
+    source: BatchSource,
+    n_items: int,
+    device: torch.device,
+    batch_size: int = 256,
+    work: int = 0,
 ) -> np.ndarray:
     """The module's scores of every item for every instance of ``source`` (logits; a ranking
-    add-on is applied on top of them by the recommender).
+    add-on is applied on top of them by the recommender). ``work`` > 0 bounds each batch's
+    work as in :func:`length_batches` (scores do not depend on the batching).
 
     Shapes: -> [len(source), n_items] float32.
     """
     module.eval()
     out = np.zeros((len(source), n_items), dtype=np.float32)
-    for idx in length_batches(source.lengths, batch_size, None):
+    for idx in length_batches(source.lengths, batch_size, None, source_sizes(source), work):
         batch = source.collate(idx, with_targets=False).to(device)
         out[idx] = module(batch).float().cpu().numpy()
     return out
 
 
 def validation_metrics(
-    module: nn.Module, source: BatchSource, data: BasketData, validate: Instances, device: torch.device
+    module: nn.Module,
+    source: BatchSource,
+    data: BasketData,
+    validate: Instances,
+    device: torch.device,
+    work: int = 0,
 ) -> tuple[dict[str, float], np.ndarray]:
     """Ranking metrics of the module's own scores on the validation instances plus
-    ``mean_ndcg`` (the model-selection criterion); also returns the scores [n_val, I]."""
-    scores = score_source(module, source, data.n_items, device)
+    ``mean_ndcg`` (the model-selection criterion); also returns the scores [n_val, I].
+    ``work``: the scoring batches' work bound (:func:`score_source`)."""
+    scores = score_source(module, source, data.n_items, device, work=work)
     targets = data.targets(validate.users, validate.n_history)
     ks = usable_ks(KS, data.n_items)
     m = ranking_metrics(top_k(scores, max(ks)), targets.values, targets.offsets, data.n_items, ks=ks)
@@ -261,7 +317,7 @@ def _train_model(
     scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
         optimizer, mode="min", patience=config.lr_patience
     )
-    plan = plan or BatchPlan(config.batch_size, ctx.world_size, ctx.rank)
+    plan = plan or BatchPlan(config.batch_size, ctx.world_size, ctx.rank, config.batch_work)
     if (plan.world_size, plan.rank) != (ctx.world_size, ctx.rank):
         raise ValueError(f"{plan} does not match this process (rank {ctx.rank} of {ctx.world_size})")
     writes = plan.rank == 0  # only rank 0 writes files
@@ -279,6 +335,12 @@ def _train_model(
                              validate.n_history[ctx.rank :: ctx.world_size])
     val_part_source = spec.batches(data, val_part, config, False) if val_part is not validate else val_source
     fingerprint = data_fingerprint(data, train, validate)
+    train_sizes = source_sizes(train_source)
+    left_out = {part: int(getattr(src, "left_out_baskets", 0))
+                for part, src in (("train", train_source), ("validate", val_source))}
+    left_out = {part: n for part, n in left_out.items() if n}
+    # Scoring batches (256 rows, no gradients) get the training batch's work per row.
+    score_work = config.batch_work * 256 // config.batch_size
 
     out = Path(out_dir) if out_dir is not None else None
     history: list[dict[str, Any]] = []
@@ -329,7 +391,7 @@ def _train_model(
         torch.manual_seed(config.seed * 100_003 + epoch + 1_000_003 * ctx.rank)  # dropout differs per rank
         module.train()
         losses = []
-        batches = plan.epoch(train_source.lengths, config.seed, epoch)
+        batches = plan.epoch(train_source.lengths, config.seed, epoch, train_sizes)
         bar = progress_bar(batches, desc=f"epoch {epoch}", enabled=progress, unit="batch")
         for idx in bar:
             batch = train_source.collate(idx).to(device)
@@ -353,13 +415,14 @@ def _train_model(
             train_loss = float(np.mean(losses))
         scheduler.step(train_loss)
         train_s = time.perf_counter() - t0
-        val, _ = validation_metrics(module, val_part_source, data, val_part, device)
+        val, _ = validation_metrics(module, val_part_source, data, val_part, device, score_work)
         if val_part is not validate:
             val = distributed.mean_over_ranks(val, len(val_part))
         record = {
             "epoch": epoch,
             "train_loss": round(train_loss, 6),
             "lr": optimizer.param_groups[0]["lr"],
+            "steps": len(batches),
             "train_s": round(train_s, 3),
             "validate_s": round(time.perf_counter() - t0 - train_s, 3),
             **({"processes": ctx.world_size} if ctx.distributed else {}),
@@ -377,7 +440,8 @@ def _train_model(
             if improved:
                 save_checkpoint(
                     out / "best.pt", spec.name, module, config, data.item_ids,
-                    {"epoch": epoch, "validation": val, "data_fingerprint": fingerprint},
+                    {"epoch": epoch, "validation": val, "data_fingerprint": fingerprint,
+                     **({"left_out_baskets": left_out} if left_out else {})},
                 )
             with open(out / "train_log.jsonl", "a") as f:
                 f.write(json.dumps(record) + "\n")
@@ -392,14 +456,14 @@ def _train_model(
     addon, choice = None, None
     if best["state"] is not None and wants_addon(config) and writes:
         # The ranking add-on step: any model, from its validation scores.
-        _, val_scores = validation_metrics(module, val_source, data, validate, device)
+        _, val_scores = validation_metrics(module, val_source, data, validate, device, score_work)
         addon, choice = choose_addon(config, val_scores, data, pool_train, validate)
     if out is not None and writes and best["state"] is not None and choice is not None:
         # best.pt was written during training; add the add-on choice (and its state, if used).
         save_checkpoint(
             out / "best.pt", spec.name, module, config, data.item_ids,
             {"epoch": best["epoch"], "validation": best["metrics"], "data_fingerprint": fingerprint,
-             "addon_choice": choice.as_dict()},
+             "addon_choice": choice.as_dict(), **({"left_out_baskets": left_out} if left_out else {})},
             addon=addon,
         )
     if out is not None and writes and warm is not None and (out / "best.pt").is_file():
@@ -412,6 +476,7 @@ def _train_model(
         history=history,
         warm_start=warm,
         addon=choice,
+        left_out_baskets=left_out,
     )
 
 

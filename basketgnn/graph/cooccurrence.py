@@ -161,10 +161,11 @@ class UserGraphs:
     """The graphs of a set of instances, in flat arrays (instance k's slice by the offsets).
 
     Shapes (n instances, M nodes, P present node-timestamps, Q co-occurrence edges):
-    n_history [n] (T); node_offsets [n + 1]; node_item [M]; node_present [M] (baskets holding
+    n_history [n] (T, after any ``max_history`` cap); node_offsets [n + 1]; node_item [M]; node_present [M] (baskets holding
     the node); present_offsets [n + 1]; present_node [P] (local node), present_t [P];
     edge_offsets [n + 1]; edge_src, edge_dst [Q] (local present-row ids); edge_w [Q];
-    self_w [n] (1 / max c); target_items / target_offsets (the target baskets, when known).
+    self_w [n] (1 / max c); target_items / target_offsets (the target baskets, when known);
+    left_out_baskets: history baskets beyond ``max_history`` that the graphs leave out.
     Factored form (edge_* empty): pair_offsets [n + 1]; pair_row [F] (local present row),
     pair_slot [F] (local slot); slot_offsets [n + 1] (slots per instance).
     """
@@ -188,6 +189,7 @@ class UserGraphs:
     pair_row: np.ndarray | None = None
     pair_slot: np.ndarray | None = None
     slot_offsets: np.ndarray | None = None
+    left_out_baskets: int = 0
 
     def __len__(self) -> int:
         return len(self.n_history)
@@ -204,6 +206,12 @@ class UserGraphs:
     def lengths(self) -> np.ndarray:
         """History lengths [n], by which the engine buckets instances into batches."""
         return self.n_history
+
+    @property
+    def sizes(self) -> np.ndarray:
+        """Nodes per instance [n]: a batch's work is its nodes times its longest history
+        (the [M, T] sequences and attention plans), which the engine bounds (``batch_work``)."""
+        return self.n_nodes
 
     def collate(self, idx: np.ndarray, with_targets: bool = True) -> GraphBatch:
         """Merge the graphs of instances ``idx`` into one :class:`GraphBatch` (vectorised).
@@ -354,18 +362,25 @@ def _attention_buckets(
 
 
 def build_user_graphs(
-    data: BasketData, instances: Instances, with_targets: bool = True, form: str = "factored"
+    data: BasketData,
+    instances: Instances,
+    with_targets: bool = True,
+    form: str = "factored",
+    max_history: int = 0,
 ) -> UserGraphs:
     """Build the co-occurrence graphs of every instance's history, vectorised over instances.
 
     ``form``: "factored" (B^T B, see the module docstring; what training and scoring use) or
-    "edges" (the explicit weighted edge list; the tests' reference).
+    "edges" (the explicit weighted edge list; the tests' reference). ``max_history`` > 0: each
+    graph holds only the last ``max_history`` baskets of the history (the target is still the
+    basket after the whole history); the number left out is ``left_out_baskets``.
     """
     if form not in ("factored", "edges"):
         raise ValueError(f"unknown graph form {form!r}")
     n = len(instances)
-    T = np.asarray(instances.n_history, dtype=np.int64)  # [n]
-    hist = data.histories(instances.users, T)
+    full_T = np.asarray(instances.n_history, dtype=np.int64)  # [n]
+    T = np.minimum(full_T, max_history) if max_history > 0 else full_T  # [n]
+    hist = data.histories(instances.users, T, first=full_T - T)
     baskets = hist.baskets
     n_hb = baskets.n_rows
     basket_inst = np.repeat(np.arange(n, dtype=np.int64), T)  # [n_hb]
@@ -423,7 +438,7 @@ def build_user_graphs(
         src_e = dst_e = pair_inst = np.zeros(0, dtype=np.int64)
         c = np.zeros(0, dtype=np.float64)
 
-    targets = data.targets(instances.users, T) if with_targets else None
+    targets = data.targets(instances.users, full_T) if with_targets else None
     return UserGraphs(
         n_history=T,
         node_offsets=node_offsets,
@@ -440,6 +455,7 @@ def build_user_graphs(
         target_items=None if targets is None else targets.values,
         target_offsets=None if targets is None else targets.offsets,
         form=form,
+        left_out_baskets=int((full_T - T).sum()),
         **factored,
     )
 

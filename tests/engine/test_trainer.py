@@ -43,7 +43,8 @@ def fit(data, out_dir=None, **kw):
 
 def test_loss_falls_and_beats_popularity_on_planted_signal():
     data = planted_data()
-    rec, sp = fit(data, epochs=25)
+    # From all logits at 0 (item_prior off), so that the fall of the loss is the model's doing.
+    rec, sp = fit(data, epochs=25, item_prior=False)
     losses = [r["train_loss"] for r in rec.result.history]
     assert losses[-1] < 0.5 * losses[0]
     dnntsp, _ = evaluate_model(rec, data, sp["test"])
@@ -143,7 +144,31 @@ def test_small_catalogue_uses_the_cut_offs_that_fit():
 def test_item_prior_starts_training_at_popularity():
     """With item_prior the first epoch's loss is far below the all-logits-0 start (log 2)."""
     data = planted_data(n_users=80)
-    plain, _ = fit(data, epochs=1, lr=1e-3)
-    prior, _ = fit(data, epochs=1, lr=1e-3, item_prior=True)
+    plain, _ = fit(data, epochs=1, lr=1e-3, item_prior=False)
+    prior, _ = fit(data, epochs=1, lr=1e-3)  # the default
     assert plain.result.history[0]["train_loss"] > 0.5
     assert prior.result.history[0]["train_loss"] < 0.5 * plain.result.history[0]["train_loss"]
+
+
+def test_work_bound_splits_long_batches_and_a_loose_one_changes_nothing():
+    data = planted_data(n_users=120)
+    loose, _ = fit(data, epochs=2, fusion="off", batch_work=10**9)
+    default, _ = fit(data, epochs=2, fusion="off")
+    off, _ = fit(data, epochs=2, fusion="off", batch_work=0)
+    drop_times = [{k: v for k, v in r.items() if not k.endswith("_s")} for r in off.result.history]
+    for rec in (loose, default):  # no batch of this data reaches either bound
+        assert [{k: v for k, v in r.items() if not k.endswith("_s")} for r in rec.result.history] == drop_times
+    tight, _ = fit(data, epochs=2, fusion="off", batch_work=60)  # 32 customers x ~8 nodes x T 8 > 60
+    assert tight.result.history[0]["steps"] > 2 * off.result.history[0]["steps"]
+    assert np.isfinite(tight.result.history[-1]["train_loss"])
+
+
+def test_history_cap_is_reported(tmp_path):
+    data = planted_data(n_users=60)
+    rec, sp = fit(data, tmp_path, epochs=1, fusion="off", max_history=3)
+    T = np.asarray(sp["train"].n_history)
+    assert rec.result.left_out_baskets["train"] == int(np.maximum(T - 3, 0).sum()) > 0
+    extras = torch.load(tmp_path / "best.pt", weights_only=False)
+    assert extras["extras"]["left_out_baskets"] == rec.result.left_out_baskets
+    uncapped, _ = fit(data, epochs=1, fusion="off")
+    assert uncapped.result.left_out_baskets == {}

@@ -537,3 +537,34 @@ def test_bad_graph_form_is_refused():
     data = from_sequences(SEQUENCES, n_items=N_ITEMS)
     with pytest.raises(ValueError, match="unknown graph form"):
         build_user_graphs(data, _instances(SEQUENCES), form="dense")
+
+
+@pytest.mark.parametrize("form", ["factored", "edges"])
+def test_history_cap_is_the_graph_of_the_last_baskets(form):
+    # A cap of 2 baskets: the graphs equal those of the same customers with their earlier
+    # baskets removed, the targets are still the basket after the whole history, and the
+    # left-out baskets are counted (u0: 1 of 3, u3: 1 of 3; u1, u2 have <= 2).
+    capped = build_user_graphs(
+        from_sequences(SEQUENCES, n_items=N_ITEMS), _instances(SEQUENCES), form=form, max_history=2
+    )
+    cut = [s[max(0, len(s) - 1 - 2):] for s in SEQUENCES]
+    reference = build_user_graphs(from_sequences(cut, n_items=N_ITEMS), _instances(cut), form=form)
+    assert capped.left_out_baskets == 2 and reference.left_out_baskets == 0
+    assert capped.n_history.tolist() == [2, 2, 1, 2]
+    for name, value in reference.__dict__.items():
+        if isinstance(value, np.ndarray):
+            np.testing.assert_array_equal(getattr(capped, name), value, err_msg=name)
+    full = build_user_graphs(from_sequences(SEQUENCES, n_items=N_ITEMS), _instances(SEQUENCES), form=form)
+    np.testing.assert_array_equal(capped.target_items, full.target_items)
+    # A cap at or above every history changes nothing.
+    same = build_user_graphs(
+        from_sequences(SEQUENCES, n_items=N_ITEMS), _instances(SEQUENCES), form=form, max_history=3
+    )
+    assert same.left_out_baskets == 0
+    np.testing.assert_array_equal(same.present_t, full.present_t)
+    np.testing.assert_array_equal(same.node_item, full.node_item)
+
+
+def test_sizes_are_nodes_per_instance():
+    g = _graphs()
+    assert g.sizes.tolist() == [3, 1, 2, 2]  # u0: 1, 2, 3; u1: 0; u2: 4, 5; u3: 0, 1

@@ -38,7 +38,9 @@ class DNNTSPConfig(TrainOptions):
     (:class:`basketgnn.engine.options.TrainOptions`).
 
     The defaults are basketgnn's product settings: the published model plus three measured
-    improvements (presence, repeat_features, dropout 0.4; see BENCHMARKS.md). The paper's exact
+    improvements (presence, repeat_features, dropout 0.4; see BENCHMARKS.md), a start from item
+    popularity (item_prior) and a history cap for long histories (max_history 20; both
+    BENCHMARKS.md §7). The paper's exact
     configuration is ``configs/published.yaml``; the :class:`DNNTSP` constructor's own defaults
     are the published model too.
     """
@@ -79,10 +81,21 @@ class DNNTSPConfig(TrainOptions):
         "target attention over the customer's item vectors.",
     )
     item_prior: bool = Field(
-        False,
+        True,
         description="Beyond the paper: a per-item output bias, initialised to the log-odds of "
         "each item's frequency in the training targets, so training starts from popularity "
-        "rather than from all logits at 0.",
+        "rather than from all logits at 0 (on a catalogue of thousands of items, dozens of "
+        "epochs sooner; BENCHMARKS.md §7).",
+    )
+
+    max_history: int = Field(
+        20,
+        ge=0,
+        description="Beyond the paper: the graphs and attention see only each customer's last "
+        "max_history baskets (0 = all); the TIFU-KNN fusion still reads the whole history. "
+        "train reports how many baskets the cap left out. The default 20 changes nothing on "
+        "DC or TaFeng (histories of at most 19) and was measured on a realistic export "
+        "(BENCHMARKS.md §7).",
     )
 
     @model_validator(mode="after")
