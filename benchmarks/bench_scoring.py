@@ -75,10 +75,10 @@ def save_forced(src: Path, dst: Path, weight: float | None) -> None:
     ``threads`` 0 (torch's default), so the scoring threads are the machine's, not training's."""
     import torch
 
-    from basketgnn.engine.checkpoint import _read
+    from basketgnn.engine.checkpoint import read_state
     from basketgnn.io_utils import atomic_path
 
-    state = _read(src)
+    state = read_state(src)
     state["config"]["threads"] = 0
     if weight is not None:
         if not state.get("addon") or state["addon"].get("kind") != "tifu-fusion/1" or state["addon"]["scorer"] is None:
