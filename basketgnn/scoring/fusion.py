@@ -39,7 +39,7 @@ Shapes in this module: n instances, P pool customers, I items.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -53,6 +53,7 @@ from basketgnn.scoring.tifu import (
     SparseRows,
     SparseScores,
     TifuParams,
+    capped_pool,
     combine,
     customer_codes,
     customer_vectors,
@@ -96,9 +97,11 @@ class TifuScorer:
 
     @classmethod
     def build(cls, data: BasketData, train: Instances, params: TifuParams, top: int = DEFAULT_TOP) -> TifuScorer:
-        """The pool of ``train``'s customers, each over its history and target basket."""
-        vectors = pool_vectors(data, train, params.m, params.r_b, params.r_g)
-        return cls(vectors, data.user_ids[train.users], params, top)
+        """The pool of ``train``'s customers (capped: ``params.pool_cap``), each over its history
+        and target basket."""
+        pool = capped_pool(train, params.pool_cap, params.pool_seed)
+        vectors = pool_vectors(data, pool, params.m, params.r_b, params.r_g)
+        return cls(vectors, data.user_ids[pool.users], params, top)
 
     def scores(
         self, data: BasketData, instances: Instances, alphas: Sequence[float] | None = None
@@ -399,7 +402,7 @@ def choose_fusion(
     why = {"rule": rule, "gain_over_better_part": round(gain, 6), "standard_error": round(se, 6)}
     if best.weight == 0:
         return ScoreFusion(0.0, transform, None, grid, tifu_validation, tifu, why)
-    chosen = TifuParams(tifu.k, tifu.m, tifu.r_b, tifu.r_g, best.alpha)
+    chosen = replace(tifu, alpha=best.alpha)
     scorer = TifuScorer(scorer.vectors, scorer.customer_ids, chosen, top)
     return ScoreFusion(best.weight, transform, scorer, grid, tifu_validation, tifu, why)
 
