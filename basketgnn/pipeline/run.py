@@ -751,7 +751,7 @@ class _Runner:
         selection: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         from basketgnn import workflow
-        from basketgnn.recommend import write_recommendations
+        from basketgnn.recommend import write_recommendation_file
 
         data = self.data(prepare)
         model: Any
@@ -760,12 +760,12 @@ class _Runner:
         else:
             sp = self.split(split, prepare)
             model = workflow.fit(workflow.ModelEntry(name, dict(self.job.baselines)[name]), data, sp).recommender
-        frame = workflow.recommend(model, data, self.job.spec.recommend.k)
-        for f in RECOMMENDATION_FILES:
-            write_recommendations(frame, folder / f)
-        k = int(frame["rank"].max())
-        self.say(f"  top-{k} by {name} for all {data.n_users:,} customers ({len(frame):,} rows)")
-        info = {"model": name, "k": k, "customers": data.n_users, "rows": len(frame)}
+        # Streamed chunk by chunk into both files from one scoring: memory stays that of a
+        # chunk, not of every customer's rows (tens of millions at a million customers).
+        k = min(self.job.spec.recommend.k, data.n_items)
+        rows = write_recommendation_file(model, data, k, [folder / f for f in RECOMMENDATION_FILES])
+        self.say(f"  top-{k} by {name} for all {data.n_users:,} customers ({rows:,} rows)")
+        info = {"model": name, "k": k, "customers": data.n_users, "rows": rows}
         return info if selection is None else {**info, "selection": selection}
 
     def _report(
