@@ -1,6 +1,8 @@
 """TIFU-KNN with a capped neighbour pool against the exact search (every training customer).
 
     .venv/bin/python benchmarks/bench_pool_cap.py --data DC --caps 1000 5000 20000 0
+    # a prepared big log (temporal split), on a seeded sample of 5,000 test customers:
+    .venv/bin/python benchmarks/bench_pool_cap.py --prepared RUN/stages/prepare-*/data --name realistic-100k
     .venv/bin/python benchmarks/bench_pool_cap.py --summary
 
 Per dataset (published DNNTSP splits) and pool cap (0 = every training customer, the exact
@@ -60,10 +62,17 @@ def overlap(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.mean(shares))
 
 
-def run(name: str, caps: list[int]) -> None:
-    data = read_dnntsp_json(shared_dataset(name))
-    split = make_split(data)
+def run(name: str, caps: list[int], prepared: str | None = None, test_sample: int = 5000) -> None:
+    if prepared is None:
+        data = read_dnntsp_json(shared_dataset(name))
+        split = make_split(data)
+    else:
+        data = BasketData.load(prepared)
+        split = make_split(data, "temporal")
     train, validate, test = split["train"], split["validate"], split["test"]
+    if len(test) > test_sample:
+        keep = np.sort(np.random.default_rng(0).choice(len(test), size=test_sample, replace=False))
+        test = Instances(test.users[keep], test.n_history[keep])
     exact_params: TifuParams | None = None
     exact_sets: dict[int, np.ndarray] = {}
     for cap in sorted(caps, key=lambda c: c == 0, reverse=True):  # exact (0) first
@@ -114,14 +123,19 @@ def summary() -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", choices=["DC", "TaFeng"])
+    ap.add_argument("--prepared", help="a prepared dataset folder instead (temporal split)")
+    ap.add_argument("--name", default="", help="its name in the results")
+    ap.add_argument("--test-sample", type=int, default=5000, help="test customers, seeded sample")
     ap.add_argument("--caps", type=int, nargs="+", default=[1000, 5000, 20000, 0])
     ap.add_argument("--summary", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(1)  # shared 2-core machine: no spin-waiting
     if args.summary:
         summary()
+    elif args.prepared:
+        run(args.name or args.prepared, args.caps, args.prepared, args.test_sample)
     elif args.data:
-        run(args.data, args.caps)
+        run(args.data, args.caps, None, args.test_sample)
     else:
         ap.error("give --data or --summary")
 

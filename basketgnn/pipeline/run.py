@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rich.console import Console
 
@@ -173,6 +174,17 @@ class RecommendSpec(_Section):
     )
 
 
+class EvaluateSpec(_Section):
+    customers: int | None = Field(
+        None,
+        ge=1,
+        description="Evaluate every model on a seeded sample of this many test customers (null: "
+        "all of them). For big logs: the metrics' cost stays bounded; recommend still scores "
+        "every customer.",
+    )
+    seed: int = Field(0, description="Seed of that sample.")
+
+
 class ReportSpec(_Section):
     title: str = Field("Next-basket recommendations", description="Title of report.html.")
 
@@ -184,6 +196,7 @@ class PipelineSpec(_Section):
     input: InputSpec
     split: SplitSpec = Field(default_factory=SplitSpec)
     models: ModelsSpec = Field(default_factory=ModelsSpec)
+    evaluate: EvaluateSpec = Field(default_factory=EvaluateSpec)
     recommend: RecommendSpec = Field(default_factory=RecommendSpec)
     report: ReportSpec = Field(default_factory=ReportSpec)
 
@@ -521,10 +534,15 @@ class _Runner:
                 f"mean NDCG {info['best_validation']['mean_ndcg']:.4f}"
             )
 
+        eval_settings: dict[str, Any] = {
+            "baselines": [[n, o] for n, o in job.baselines], "part": EVALUATED_PART,
+            "validation": "criterion/1",
+        }  # fmt: skip
+        if spec.evaluate.customers is not None:  # unset: the hash of earlier jobs is kept
+            eval_settings["sample"] = spec.evaluate.model_dump()
         evaluate = self.stage(
             "evaluate",
-            {"baselines": [[n, o] for n, o in job.baselines], "part": EVALUATED_PART,
-             "validation": "criterion/1"},
+            eval_settings,
             [split, *fits.values()],
             lambda d: self._evaluate(d, prepare, split, fits),
         )
@@ -710,6 +728,12 @@ class _Runner:
         from basketgnn import workflow
 
         data, sp = self.data(prepare), self.split(split, prepare)
+        sp = evaluation_split(sp, self.job.spec.evaluate)
+        if self.job.spec.evaluate.customers is not None:
+            self.say(
+                f"  evaluating on a sample of {len(sp[EVALUATED_PART]):,} {EVALUATED_PART} "
+                f"customers (seed {self.job.spec.evaluate.seed})"
+            )
         source = prepare.info["source"]
         records = []
         for name, options in self.job.baselines:
@@ -732,7 +756,7 @@ class _Runner:
             records.append(record)
             self.say(f"  {name}: evaluated in {result.timing_s['score']:.1f}s")
         write_json(folder / "results.json", records)
-        return {"models": [r["model"] for r in records]}
+        return {"models": [r["model"] for r in records], "customers": len(sp[EVALUATED_PART])}
 
     def _show_results(self, records: list[dict[str, Any]]) -> None:
         from basketgnn.results_table import from_records, to_line
@@ -796,7 +820,7 @@ class _Runner:
             },
             "evaluated_on": {
                 "part": EVALUATED_PART,
-                "customers": split.info["sizes"][EVALUATED_PART],
+                "customers": evaluate.info.get("customers", split.info["sizes"][EVALUATED_PART]),
             },
             "models": records,
             # The recommending model's training curve when it was trained, else the first's.
@@ -824,6 +848,20 @@ class _Runner:
             train_log = [json.loads(line) for line in lines if line.strip()]
         charts = write_report(folder, summary, train_log)
         return {"files": ["metrics.json", "report.html", *charts], "charts": charts}
+
+
+def evaluation_split(sp: Split, spec: EvaluateSpec) -> Split:
+    """``sp`` with its evaluated part cut to a seeded sample of ``spec.customers`` instances
+    (kept in order; the whole part when it is no larger or no sample is asked for)."""
+    from basketgnn.data.split import Instances, Split
+
+    part = sp[EVALUATED_PART]
+    if spec.customers is None or len(part) <= spec.customers:
+        return sp
+    rng = np.random.default_rng(spec.seed)
+    keep = np.sort(rng.choice(len(part), size=spec.customers, replace=False))
+    sampled = Instances(part.users[keep], part.n_history[keep])
+    return Split(f"{sp.name}, {EVALUATED_PART} sampled", {**sp.parts, EVALUATED_PART: sampled})
 
 
 def _input_files(path: Path) -> list[list[Any]]:
