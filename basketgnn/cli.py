@@ -458,12 +458,33 @@ def train(
     seed: Annotated[int | None, typer.Option(help="Override the config's seed.")] = None,
     device: Annotated[str | None, typer.Option(help="torch device, e.g. cpu or cuda.")] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar (at a terminal).")] = True,
+    warm_start: Annotated[
+        Path | None,
+        typer.Option(
+            help="Start from an earlier run's best.pt of the same model and architecture "
+            "(nightly runs): weights loaded, item rows mapped by item id, new items freshly "
+            "initialised, items gone dropped; kept unless an epoch validates better."
+        ),
+    ] = None,
+    sample_customers: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Train and validate on a seeded sample of this many customers (drawn by id); "
+            "predict / recommend still score every customer.",
+        ),
+    ] = None,
+    sample_seed: Annotated[int, typer.Option(help="Seed of --sample-customers.")] = 0,
 ) -> None:
     """Train a neural model; keeps the epoch with the best mean validation NDCG as OUT/best.pt.
 
     An interrupted run resumes from OUT/resume.pt when started again with the same settings.
 
     Example: `basketgnn train --model dnntsp --data TaFeng.json --out runs/tafeng --epochs 60`
+
+    Nightly, from yesterday's model on a sample of customers:
+    `basketgnn train --data today/ --out runs/today --warm-start runs/yesterday/best.pt
+    --sample-customers 50000`
 
     On several processes or machines (DistributedDataParallel; rank 0 writes and prints):
     `torchrun --standalone --nproc-per-node 2 -m basketgnn train --data TaFeng.json --out runs/tafeng`
@@ -480,9 +501,15 @@ def train(
     cfg = load_config(config, model=model, epochs=epochs, seed=seed, device=device)
     dataset = _load(data)
     sp = make_split(dataset, split_kind, cfg.seed)
+    if sample_customers is not None:
+        from basketgnn.data.sample import sample_split
+
+        sp, sampled = sample_split(sp, dataset, sample_customers, sample_seed)
+        console.print(sampled.describe(), highlight=False)
     t0 = time.perf_counter()
     rec = registry.make_recommender(
-        model, cfg, out_dir=out, progress=progress, on_epoch=_epoch_printer(t0)
+        model, cfg, out_dir=out, progress=progress, on_epoch=_epoch_printer(t0),
+        warm_start=warm_start,
     )
     console.print(
         f"training {model} on {data} ({sp.name}: {len(sp['train']):,} train / "
@@ -496,6 +523,8 @@ def train(
     # The exact split travels with the checkpoint, so evaluation never sees training users.
     save_split(sp, dataset, out / "split.json")
     stamp_checkpoint(out / "best.pt", data, str((out / "split.json").resolve()))
+    if result.warm_start is not None:
+        console.print(result.warm_start.describe(), highlight=False)
     if result.addon is not None:
         console.print(result.addon.describe(), highlight=False)
     metrics, _ = evaluate_model(rec, dataset, sp["validate"])

@@ -109,19 +109,25 @@ def make_recommender(
     out_dir: str | Path | None = None,
     progress: bool = False,
     on_epoch: Any = None,
+    warm_start: str | Path | None = None,
 ) -> Recommender:
     """A new, unfitted recommender of any registered model.
 
     ``options``: a baseline's constructor options, or a neural model's config (an instance of
     its config class, or a dict of overrides checked like a config file). ``out_dir``,
-    ``progress`` and ``on_epoch`` go to the training engine (neural models only).
+    ``progress``, ``on_epoch`` and ``warm_start`` (a checkpoint to start from) go to the
+    training engine (neural models only).
     """
     check_name(name)
     if not is_neural(name):
+        if warm_start is not None:
+            raise UserError(f"{name} is a baseline: only trained models start from a checkpoint.")
         return make_baseline(name, **(options or {}))
     from basketgnn.config import load_config
     from basketgnn.engine.recommender import NeuralRecommender
 
     spec = get_spec(name)
     config = options if isinstance(options, spec.config_cls) else load_config(None, model=name, **(options or {}))
-    return NeuralRecommender(spec, config, out_dir=out_dir, progress=progress, on_epoch=on_epoch)
+    return NeuralRecommender(
+        spec, config, out_dir=out_dir, progress=progress, on_epoch=on_epoch, warm_start=warm_start
+    )

@@ -39,12 +39,14 @@ from basketgnn.recommenders.base import Recommender
 class ModelEntry:
     """One model of an experiment: a registry name, its options (a baseline's constructor
     options, or a neural model's config / overrides) and, for neural models, the folder its
-    training writes (best.pt, resume.pt, train_log.jsonl; None: nowhere)."""
+    training writes (best.pt, resume.pt, train_log.jsonl; None: nowhere) and the checkpoint its
+    training starts from (warm start; None: from scratch)."""
 
     name: str
     options: Any = None
     out_dir: Path | None = None
     label: str | None = None  # shown and recorded instead of the name (an ablation variant)
+    warm_start: Path | None = None
 
 
 @dataclass
@@ -127,7 +129,8 @@ def split(data: BasketData, kind: str = "auto", seed: int = 0) -> Split:
 def make(entry: ModelEntry, *, progress: bool = False, on_epoch: Callable[[dict[str, Any]], None] | None = None) -> Recommender:
     """An unfitted recommender for ``entry`` (registry name, options, training folder)."""
     return registry.make_recommender(
-        entry.name, entry.options, out_dir=entry.out_dir, progress=progress, on_epoch=on_epoch
+        entry.name, entry.options, out_dir=entry.out_dir, progress=progress, on_epoch=on_epoch,
+        warm_start=entry.warm_start,
     )
 
 

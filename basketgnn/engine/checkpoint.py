@@ -74,7 +74,8 @@ def save_checkpoint(
         torch.save(state, tmp)
 
 
-def _read(path: Path) -> dict[str, Any]:
+def read_state(path: Path) -> dict[str, Any]:
+    """The raw checkpoint dict (current format; legacy files converted), checked to be one."""
     if not path.is_file():
         raise UserError(f"{path}: no such checkpoint file. Train one with `basketgnn train`.")
     try:
@@ -125,7 +126,7 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> Checkpoint:
     from basketgnn.registry import get_spec
 
     path = Path(path)
-    state = _read(path)
+    state = read_state(path)
     spec = get_spec(state["model"], where=f"{path}: ")
     try:
         spec.config_cls(device=device)
@@ -164,7 +165,7 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> Checkpoint:
 def stamp_checkpoint(path: str | Path, data: str | Path, split_spec: str) -> None:
     """Record where the checkpoint's data came from, so evaluate / predict / recommend can
     default to it. Rewrites the file atomically (in the current format)."""
-    state = _read(Path(path))
+    state = read_state(Path(path))
     state["extras"].update(data=str(Path(data).resolve()), split_spec=split_spec)
     with atomic_path(path) as tmp:
         torch.save(state, tmp)

@@ -28,6 +28,8 @@ class NeuralRecommender:
         out_dir: where training writes best.pt, resume.pt and train_log.jsonl (None: nowhere).
         progress: show a progress bar while training (at a terminal only).
         on_epoch: called with each epoch's log record.
+        warm_start: an earlier run's checkpoint of the same model to start training from
+            (:mod:`basketgnn.engine.warm_start`; None: from scratch).
     """
 
     def __init__(
@@ -37,6 +39,7 @@ class NeuralRecommender:
         out_dir: str | Path | None = None,
         progress: bool = False,
         on_epoch: Callable[[dict[str, Any]], None] | None = None,
+        warm_start: str | Path | None = None,
     ) -> None:
         self.spec = spec
         self.name = spec.name
@@ -44,6 +47,7 @@ class NeuralRecommender:
         self.out_dir = out_dir
         self.progress = progress
         self.on_epoch = on_epoch
+        self.warm_start = warm_start
         self.model: nn.Module | None = None
         self.addon: RankingAddOn | None = None
         self.item_ids: np.ndarray | None = None
@@ -64,7 +68,8 @@ class NeuralRecommender:
         if validate is None or len(validate) == 0:
             raise UserError(f"{self.name} needs validation instances to choose its best epoch.")
         self.model, self.addon, self.result = train_model(
-            self.spec, data, train, validate, self.config, self.out_dir, self.progress, self.on_epoch
+            self.spec, data, train, validate, self.config, self.out_dir, self.progress, self.on_epoch,
+            warm_start=self.warm_start,
         )
         self.item_ids = data.item_ids
         return self

@@ -25,6 +25,14 @@ The pieces a model supplies:
   as steps of the batch plan, so every rank of a distributed run skips the same ones.
 * ``init(module, data, train, config)``: optional; sets data-dependent starting values before
   training (DNNTSP's ``item_prior``: an output bias from the training targets' item frequencies).
+* ``item_indexed(config) -> {state-dict name: leading non-item rows}``: optional; which
+  weights and buffers have one row per catalogue item, for warm start
+  (:mod:`basketgnn.engine.warm_start` maps their rows through both runs' item ids). The
+  default finds them by building the module at two catalogue sizes: an entry whose first
+  dimension is ``I + p`` at every catalogue size ``I`` (p >= 0 fixed, other dimensions
+  unchanged) is item-indexed, its first ``p`` rows are padding (kept as they are) and row
+  ``p + i`` is catalogue item ``i``. A model whose item rows are laid out otherwise supplies
+  this hook.
 
 Registration (``basketgnn/registry.py``) is one line naming the package, whose ``__init__.py``
 exposes ``SPEC: ModelSpec``; the package is imported only when the model is used.
@@ -75,3 +83,4 @@ class ModelSpec:
     loss: Callable[[nn.Module, Batch, torch.Tensor, Any], torch.Tensor] | None = None
     skip_batch: Callable[[Batch], bool] | None = None
     init: Callable[[nn.Module, BasketData, Instances, Any], None] | None = None
+    item_indexed: Callable[[Any], dict[str, int]] | None = None

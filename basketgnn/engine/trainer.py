@@ -37,6 +37,11 @@ DistributedDataParallel and closes the group at the end. Per rank:
 * Files and output: only rank 0 writes best.pt / resume.pt / train_log.jsonl, draws the bar
   and calls ``on_epoch``. Resume: rank 0 reads resume.pt and broadcasts it, so every rank
   continues from the same state (and other machines need no copy of the run folder).
+* Warm start (``warm_start``: an earlier run's best.pt of the same model,
+  :mod:`basketgnn.engine.warm_start`): rank 0 reads it into the freshly built module (DDP then
+  gives every rank rank 0's weights), and the warm-started module is validated as epoch 0, so
+  training keeps it unless an epoch validates better; best.pt and the result record what was
+  reused (``warm_start``: checkpoint, items kept / new / dropped).
 * After training every rank restores the best weights; the ranking add-on step runs on rank 0
   alone, after the group is no longer used (other ranks return without an add-on), so no rank
   waits on it.
@@ -71,6 +76,7 @@ from basketgnn.engine.losses import compute_loss, multi_hot
 from basketgnn.engine.options import TrainOptions
 from basketgnn.engine.progress import progress_bar
 from basketgnn.engine.spec import BatchSource, ModelSpec
+from basketgnn.engine.warm_start import WarmStartReport, apply_warm_start, read_previous
 from basketgnn.errors import UserError
 from basketgnn.evaluate import usable_ks
 from basketgnn.fingerprint import data_fingerprint
@@ -86,6 +92,7 @@ class TrainResult:
     seconds: float
     history: list[dict[str, Any]] = field(default_factory=list)
     addon: AddOnChoice | None = None  # what the add-on step chose (engine.addons)
+    warm_start: WarmStartReport | None = None  # what a warm start reused (rank 0; else None)
 
 
 def setup_torch(config: TrainOptions) -> torch.device:
@@ -201,13 +208,15 @@ def train_model(
     progress: bool = True,
     on_epoch: Callable[[dict[str, Any]], None] | None = None,
     plan: BatchPlan | None = None,
+    warm_start: str | Path | None = None,
 ) -> tuple[nn.Module, RankingAddOn | None, TrainResult]:
     """Train ``spec``'s model; returns the best module (by validation mean NDCG), the ranking
     add-on chosen after training (None: rank by the module's scores) and a summary.
 
     With ``out_dir``, writes best.pt / resume.pt / train_log.jsonl there and resumes from
     resume.pt when it exists for the same model, config and data. ``plan`` is the batch plan
-    (default: ``config.batch_size`` over this run's processes).
+    (default: ``config.batch_size`` over this run's processes). ``warm_start``: an earlier
+    run's checkpoint of the same model to start from (module docstring).
 
     Under torchrun (``WORLD_SIZE`` > 1) or inside a process group opened by the caller, this is
     one rank of a DistributedDataParallel run (module docstring); ``on_epoch`` is called on
@@ -217,7 +226,7 @@ def train_model(
     ctx, device = distributed.start(setup_torch(config))
     try:
         result = _train_model(spec, data, train, validate, config, out_dir, progress, on_epoch,
-                              plan, ctx, device, t_start)
+                              plan, ctx, device, t_start, warm_start)
     except BaseException:
         distributed.finish(ctx, clean=False)
         raise
@@ -238,12 +247,16 @@ def _train_model(
     ctx: distributed.DistContext,
     device: torch.device,
     t_start: float,
+    warm_start: str | Path | None = None,
 ) -> tuple[nn.Module, RankingAddOn | None, TrainResult]:
     """:func:`train_model` on ``device`` as rank ``ctx.rank`` of ``ctx.world_size``."""
     torch.manual_seed(config.seed)
     module = spec.build(data.n_items, config).to(device)
     if spec.init is not None:
         spec.init(module, data, train, config)
+    warm: WarmStartReport | None = None
+    if warm_start is not None and ctx.rank == 0:
+        warm = apply_warm_start(module, spec, config, read_previous(warm_start, spec), data.item_ids)
     optimizer = torch.optim.Adam(module.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
         optimizer, mode="min", patience=config.lr_patience
@@ -266,6 +279,13 @@ def _train_model(
                              validate.n_history[ctx.rank :: ctx.world_size])
     val_part_source = spec.batches(data, val_part, config, False) if val_part is not validate else val_source
     fingerprint = data_fingerprint(data, train, validate)
+    # resume.pt continues only the run that started from the same weights.
+    resume_key = fingerprint if warm is None else f"{fingerprint}|warm-start:{warm.sha256}"
+    described = {"data_fingerprint": fingerprint, **({"warm_start": warm.as_dict()} if warm else {})}
+
+    def validate_module() -> dict[str, float]:
+        val, _ = validation_metrics(module, val_part_source, data, val_part, device)
+        return distributed.mean_over_ranks(val, len(val_part)) if val_part is not validate else val
 
     out = Path(out_dir) if out_dir is not None else None
     history: list[dict[str, Any]] = []
@@ -274,7 +294,7 @@ def _train_model(
     if out is not None:
         if writes:
             out.mkdir(parents=True, exist_ok=True)
-        resumed = _load_resume(out / "resume.pt", spec.name, config, fingerprint) if writes else None
+        resumed = _load_resume(out / "resume.pt", spec.name, config, resume_key) if writes else None
         if ctx.distributed:  # rank 0's file, on every rank (and every machine)
             resumed = distributed.broadcast_object(resumed)
         if resumed is None:
@@ -295,6 +315,13 @@ def _train_model(
 
     # DDP after any resume: it starts every rank from rank 0's weights.
     net = nn.parallel.DistributedDataParallel(module) if ctx.distributed else module
+    if warm_start is not None and start_epoch == 1:
+        # Epoch 0: the warm-started module, the one to beat.
+        val = validate_module()
+        best = {"epoch": 0, "metrics": val, "state": copy.deepcopy(module.state_dict())}
+        if out is not None and writes:
+            save_checkpoint(out / "best.pt", spec.name, module, config, data.item_ids,
+                            {"epoch": 0, "validation": val, **described})
     stale = start_epoch - 1 - best["epoch"]
     epoch = start_epoch - 1
     for epoch in range(start_epoch, config.epochs + 1):
@@ -329,9 +356,7 @@ def _train_model(
             train_loss = float(np.mean(losses))
         scheduler.step(train_loss)
         train_s = time.perf_counter() - t0
-        val, _ = validation_metrics(module, val_part_source, data, val_part, device)
-        if val_part is not validate:
-            val = distributed.mean_over_ranks(val, len(val_part))
+        val = validate_module()
         record = {
             "epoch": epoch,
             "train_loss": round(train_loss, 6),
@@ -353,12 +378,12 @@ def _train_model(
             if improved:
                 save_checkpoint(
                     out / "best.pt", spec.name, module, config, data.item_ids,
-                    {"epoch": epoch, "validation": val, "data_fingerprint": fingerprint},
+                    {"epoch": epoch, "validation": val, **described},
                 )
             with open(out / "train_log.jsonl", "a") as f:
                 f.write(json.dumps(record) + "\n")
             _save_resume(out / "resume.pt", spec.name, module, optimizer, scheduler, epoch, best,
-                         history, config, fingerprint)
+                         history, config, resume_key)
         if on_epoch is not None and writes:
             on_epoch(record)
 
@@ -374,7 +399,7 @@ def _train_model(
         # best.pt was written during training; add the add-on choice (and its state, if used).
         save_checkpoint(
             out / "best.pt", spec.name, module, config, data.item_ids,
-            {"epoch": best["epoch"], "validation": best["metrics"], "data_fingerprint": fingerprint,
+            {"epoch": best["epoch"], "validation": best["metrics"], **described,
              "addon_choice": choice.as_dict()},
             addon=addon,
         )
@@ -385,6 +410,7 @@ def _train_model(
         seconds=time.perf_counter() - t_start,
         history=history,
         addon=choice,
+        warm_start=warm,
     )
 
 

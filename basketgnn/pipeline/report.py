@@ -3,7 +3,9 @@
 Made only from the pipeline's ``metrics.json`` summary and the trained model's ``train_log.jsonl``:
 
 - on top, one line on the data and split, what where / returns / caps left out, skipped bad
-  rows if any, and a table of every model's recall / NDCG / PHR at K = 10 and 20 on the test
+  rows if any, for a nightly run what was sampled and reused (``nightly``: the training
+  sample, N of M customers and its seed; each warm start's checkpoint, its date, and the items
+  kept, new and dropped; the neighbour pool cap), and a table of every model's recall / NDCG / PHR at K = 10 and 20 on the test
   customers (best value of a column in bold);
 - ``report_training.png``: training loss and validation NDCG per epoch (a trained model only);
 - ``report_metrics_at_k.png``: recall, NDCG and PHR of every model at each K;
@@ -175,6 +177,8 @@ def report_html(summary: dict[str, Any], charts: list[str]) -> str:
             f"<div class='warn'><b>{report['rows_skipped']:,} bad row(s) skipped</b> "
             f"(input.on_bad_rows: skip):<ul>{reasons}</ul></div>"
         )
+    if nightly := summary.get("nightly"):
+        parts.append(nightly_html(nightly))
     parts.append(results_table)
     rec = summary["recommendations"]
     parts.append(
@@ -215,11 +219,37 @@ def report_html(summary: dict[str, Any], charts: list[str]) -> str:
     )
 
 
+def nightly_html(nightly: dict[str, Any]) -> str:
+    """The nightly block: what was sampled and what was reused."""
+    e = html.escape
+    lines = []
+    if sample := nightly.get("sample"):
+        lines.append(
+            f"Trained on a sample of <b>{sample['sampled']:,} of {sample['customers']:,} "
+            f"customers</b> (seed {sample['seed']}, drawn by customer id): {sample['train']:,} "
+            f"training and {sample['validate']:,} validation customers of {sample['train_before']:,} "
+            f"and {sample['validate_before']:,}. Every customer is evaluated and recommended."
+        )
+    for name, warm in (nightly.get("warm_start") or {}).items():
+        epoch = "" if warm.get("previous_epoch") is None else f", its best epoch {warm['previous_epoch']}"
+        lines.append(
+            f"<b>{e(name)}</b> warm-started from <code>{e(warm['checkpoint'])}</code> (written "
+            f"{e(warm['trained_at'])}{epoch}): <b>{warm['items_kept']:,} items kept, "
+            f"{warm['items_new']:,} new</b> (freshly initialised), <b>{warm['items_dropped']:,} "
+            "dropped</b>; epoch 0 is that model, kept unless an epoch validates better."
+        )
+    if nightly.get("neighbour_pool_cap") is not None:
+        lines.append(f"TIFU-KNN's neighbour pool capped at {nightly['neighbour_pool_cap']:,} customers.")
+    items = "".join(f"<li>{line}</li>" for line in lines)
+    return f"<div class='nightly'><b>Nightly run: sampled and reused</b><ul>{items}</ul></div>"
+
+
 _CSS = (
     "body{font-family:system-ui,sans-serif;max-width:1150px;margin:2em auto;padding:0 1em;"
     "color:#222}table{border-collapse:collapse;margin:1em 0}th,td{padding:.3em .8em;"
     "border-bottom:1px solid #ddd;text-align:right}tr th:first-child{text-align:left}"
     ".summary{color:#444}.warn{background:#fff4e0;border-left:4px solid #f0a020;padding:.5em 1em}"
     ".cleaning{border-left:4px solid #888;padding:.2em 1em}"
+    ".nightly{border-left:4px solid #3a7bd5;padding:.2em 1em}"
     "img{max-width:100%}code{background:#f4f4f4;padding:0 .2em}"
 )

@@ -19,6 +19,16 @@ makes the recommendations), on the split's training part, like the trained model
 fit, evaluate, recommend) is done by the one workflow core, :mod:`basketgnn.workflow`; models
 are named by their registry name (:mod:`basketgnn.registry`).
 
+Nightly runs (the ``train`` section): ``train.sample_customers`` fits every model on a seeded
+sample of customers (:mod:`basketgnn.data.sample`; part of the ``split`` stage, whose test part
+stays whole), while every customer is evaluated and recommended; ``train.warm_start`` starts
+each trained model from an earlier checkpoint (:mod:`basketgnn.engine.warm_start`), ``previous``
+being the model's best.pt of the last successful run of this run folder on other data. Every
+successful run appends one line to ``RUN_DIR/runs.jsonl`` (when, the data's hash, each trained
+model's checkpoint): that is where ``previous`` looks. Resolving ``previous`` past runs on the
+same data makes a rerun of an unchanged job start from the same checkpoint, so it reuses every
+stage. The checkpoint's hash is part of the fit stage's hash.
+
 At the end, the top-level outputs are copied from the stage folders into RUN_DIR as one set:
 ``recommendations.parquet`` / ``.csv``, ``metrics.json``, ``report.html`` and its
 ``report_*.png`` charts. They are staged whole in ``RUN_DIR/.publishing/`` first and renamed
@@ -53,7 +63,7 @@ from basketgnn import __version__, registry
 from basketgnn.config import describe_validation_error, load_yaml, resolve_path
 from basketgnn.data.ingest import DEFAULT_MAX_BASKET_ITEMS, report_lines
 from basketgnn.errors import UserError
-from basketgnn.io_utils import finish_publishing, publish_files, write_json
+from basketgnn.io_utils import file_sha256, finish_publishing, publish_files, write_json, write_text
 
 if TYPE_CHECKING:
     from basketgnn.data.dataset import BasketData
@@ -66,6 +76,9 @@ if TYPE_CHECKING:
 CACHE_VERSION = 2
 DONE_FILE = "_done.json"
 LOG_FILE = "pipeline.log"
+RUNS_FILE = "runs.jsonl"
+#: ``train.warm_start`` value: the model's checkpoint of the last successful run (on other data).
+PREVIOUS = "previous"
 RECOMMENDATION_FILES = ("recommendations.parquet", "recommendations.csv")
 EVALUATED_PART = "test"
 
@@ -183,6 +196,38 @@ class EvaluateSpec(_Section):
         "every customer.",
     )
     seed: int = Field(0, description="Seed of that sample.")
+    held_out: bool = Field(
+        False,
+        description="Evaluate only customers outside the training sample (train.sample_customers), "
+        "whom no model trained or validated on.",
+    )
+
+
+class TrainSpec(_Section):
+    warm_start: str | dict[str, str] | None = Field(
+        None,
+        description="Start each trained model from an earlier checkpoint of the same model and "
+        "architecture: previous (its best.pt of the last successful run of this run_dir on other "
+        "data; from scratch when there is none), a path to a best.pt (a job training one model), "
+        "or {model: previous | path}. null: from scratch.",
+    )
+    sample_customers: int | None = Field(
+        None,
+        ge=1,
+        description="Fit every model on a seeded sample of this many customers (drawn by id; "
+        "validation customers come from the sample); every customer is still evaluated and "
+        "recommended. null: all customers.",
+    )
+    sample_seed: int = Field(0, description="Seed of the customer sample.")
+
+
+class NeighboursSpec(_Section):
+    pool_cap: int | None = Field(
+        None,
+        ge=1,
+        description="Most customers in TIFU-KNN's neighbour pool (a bounded search for very large "
+        "logs); passed to TIFU-KNN as pool_cap. null: every training customer.",
+    )
 
 
 class ReportSpec(_Section):
@@ -199,6 +244,8 @@ class PipelineSpec(_Section):
     evaluate: EvaluateSpec = Field(default_factory=EvaluateSpec)
     recommend: RecommendSpec = Field(default_factory=RecommendSpec)
     report: ReportSpec = Field(default_factory=ReportSpec)
+    train: TrainSpec = Field(default_factory=TrainSpec)
+    neighbours: NeighboursSpec = Field(default_factory=NeighboursSpec)
 
 
 @dataclass(frozen=True)
@@ -212,6 +259,8 @@ class Job:
     baselines: list[tuple[str, dict[str, Any]]]
     trained: dict[str, TrainOptions]
     """Trained models (registry name -> config), in file order."""
+    warm_start: dict[str, str]
+    """Trained model -> ``previous`` or a checkpoint's absolute path (absent: from scratch)."""
 
 
 def load_job(config_path: str | Path) -> Job:
@@ -273,6 +322,13 @@ def load_job(config_path: str | Path) -> Job:
         if name in {b for b, _ in baselines}:
             raise UserError(f"{config_path}: models lists {name!r} twice.")
 
+    baselines = _with_pool_cap(config_path, baselines, spec.neighbours.pool_cap)
+    warm_start = _warm_start_by_model(config_path, base, spec.train.warm_start, list(trained))
+    if spec.evaluate.held_out and spec.train.sample_customers is None:
+        raise UserError(
+            f"{config_path}: evaluate.held_out needs train.sample_customers (customers are held "
+            "out of a training sample); set it, or held_out: false."
+        )
     models = [b for b, _ in baselines] + list(trained)
     if not models:
         raise UserError(
@@ -291,7 +347,70 @@ def load_job(config_path: str | Path) -> Job:
         input_path=resolve_path(base, spec.input.path),
         baselines=baselines,
         trained=trained,
+        warm_start=warm_start,
     )
+
+
+def _with_pool_cap(
+    config_path: Path, baselines: list[tuple[str, dict[str, Any]]], cap: int | None
+) -> list[tuple[str, dict[str, Any]]]:
+    """``neighbours.pool_cap`` given to TIFU-KNN (its ``pool_cap`` option), where it has one."""
+    import dataclasses
+
+    from basketgnn.registry import make_baseline
+    from basketgnn.scoring.tifu import TifuParams
+
+    if cap is None:
+        return baselines
+    if "pool_cap" not in {f.name for f in dataclasses.fields(TifuParams)}:
+        raise UserError(
+            f"{config_path}: neighbours.pool_cap: this basketgnn's TIFU-KNN has no neighbour-pool "
+            "cap (TifuParams.pool_cap); remove the key."
+        )
+    out = []
+    for name, options in baselines:
+        if name == "tifu-knn":
+            options = {**options, "pool_cap": cap}
+            try:
+                make_baseline(name, **options)
+            except UserError as e:
+                raise UserError(f"{config_path}: neighbours.pool_cap: {e}") from None
+        out.append((name, options))
+    return out
+
+
+def _warm_start_by_model(
+    config_path: Path, base: Path, given: str | dict[str, str] | None, trained: list[str]
+) -> dict[str, str]:
+    """``train.warm_start`` per trained model: ``previous`` or a checked absolute path."""
+    if given is None:
+        return {}
+    if isinstance(given, str):
+        if given != PREVIOUS and len(trained) != 1:
+            raise UserError(
+                f"{config_path}: train.warm_start: a checkpoint path fits one trained model, and "
+                f"this job trains {len(trained)} ({', '.join(trained) or 'none'}); write "
+                "{model: path} for each, or previous."
+            )
+        given = {name: given for name in trained}
+    out = {}
+    for name, value in given.items():
+        if name not in trained:
+            raise UserError(
+                f"{config_path}: train.warm_start.{name}: this job trains no {name!r}; name one "
+                f"of {', '.join(trained) or '(none: models trains no model)'}."
+            )
+        if value == PREVIOUS:
+            out[name] = PREVIOUS
+            continue
+        path = resolve_path(base, value)
+        if not path.is_file():
+            raise UserError(
+                f"{config_path}: train.warm_start: {path}: no such checkpoint file; give a best.pt "
+                f"of an earlier run, or {PREVIOUS}."
+            )
+        out[name] = str(path)
+    return out
 
 
 @dataclass(frozen=True)
@@ -509,6 +628,9 @@ class _Runner:
         split_settings: dict[str, Any] = {"kind": kind}
         if kind == "random":
             split_settings["seed"] = spec.split.seed  # other kinds ignore it: no needless rerun
+        if spec.train.sample_customers is not None:
+            split_settings["sample"] = {"customers": spec.train.sample_customers,
+                                        "seed": spec.train.sample_seed}
         split = self.stage(
             "split", split_settings, [prepare], lambda d: self._make_split(d, prepare, kind)
         )
@@ -517,16 +639,23 @@ class _Runner:
             + ", ".join(f"{n:,} {p}" for p, n in split.info["sizes"].items())
             + " customers"
         )
+        if "sample" in split.info:
+            from basketgnn.data.sample import CustomerSample
+
+            self.say("  " + CustomerSample(**split.info["sample"]).describe())
 
         fits: dict[str, _Stage] = {}
         for name, config in job.trained.items():
+            warm = self._warm_start_checkpoint(name, prepare)
             fits[name] = self.stage(
                 f"fit_{name}",
                 # Where training runs is no part of what it computes (as for resume.pt).
                 config.model_dump(exclude={"device", "threads"}),
                 [split],
-                lambda d, name=name: self._fit(d, name, prepare, split),
+                lambda d, name=name, warm=warm: self._fit(d, name, prepare, split, warm),
                 resumable=True,
+                extra=None if warm is None else {"warm_start": {"checkpoint": str(warm),
+                                                                "sha256": file_sha256(warm)}},
             )
             info = fits[name].info
             self.say(
@@ -538,8 +667,8 @@ class _Runner:
             "baselines": [[n, o] for n, o in job.baselines], "part": EVALUATED_PART,
             "validation": "criterion/1",
         }  # fmt: skip
-        if spec.evaluate.customers is not None:  # unset: the hash of earlier jobs is kept
-            eval_settings["sample"] = spec.evaluate.model_dump()
+        if spec.evaluate.customers is not None or spec.evaluate.held_out:
+            eval_settings["sample"] = spec.evaluate.model_dump()  # unset: earlier hashes kept
         evaluate = self.stage(
             "evaluate",
             eval_settings,
@@ -580,6 +709,7 @@ class _Runner:
         published = [recommend.dir / f for f in RECOMMENDATION_FILES]
         published += [report.dir / f for f in report.info["files"]]
         self._publish(published)
+        self._record_success(prepare, fits)
         out = {p.name: job.run_dir / p.name for p in published}
         outputs = {
             "recommendations_parquet": out["recommendations.parquet"],
@@ -605,6 +735,32 @@ class _Runner:
             "outputs": outputs,
             "seconds": seconds,
         }
+
+    def _warm_start_checkpoint(self, name: str, prepare: _Stage) -> Path | None:
+        """The checkpoint ``name`` starts from (``train.warm_start``), None: from scratch."""
+        given = self.job.warm_start.get(name)
+        if given is None:
+            return None
+        if given != PREVIOUS:
+            return Path(given)
+        found = previous_checkpoint(self.job.run_dir, name, prepare.output_key)
+        if found is None:
+            self.say(f"  {name}: no earlier successful run on other data has a checkpoint of it "
+                     f"(train.warm_start: {PREVIOUS}): training from scratch")
+        return found
+
+    def _record_success(self, prepare: _Stage, fits: dict[str, _Stage]) -> None:
+        """One line in RUNS_FILE for this finished run (see the module docstring)."""
+        path = self.job.run_dir / RUNS_FILE
+        record = {
+            "finished": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "data": prepare.output_key,
+            "checkpoints": {name: str(fit.dir / "best.pt") for name, fit in fits.items()},
+        }
+        before = path.read_text() if path.is_file() else ""
+        if before and not before.endswith("\n"):
+            before += "\n"
+        write_text(path, before + json.dumps(record) + "\n")
 
     def _publish(self, files: list[Path]) -> None:
         """Copy stage outputs to the run folder as one set (see :func:`publish_files`);
@@ -679,10 +835,18 @@ class _Runner:
 
         data = self.data(prepare)
         split = workflow.split(data, kind, self.job.spec.split.seed)
-        save_split(split, data, folder / "split.json")
-        return {"name": split.name, "sizes": {p: len(inst) for p, inst in split.parts.items()}}
+        sampled = None
+        if (n := self.job.spec.train.sample_customers) is not None:
+            from basketgnn.data.sample import sample_split
 
-    def _fit(self, folder: Path, name: str, prepare: _Stage, split: _Stage) -> dict[str, Any]:
+            split, sampled = sample_split(split, data, n, self.job.spec.train.sample_seed)
+        save_split(split, data, folder / "split.json")
+        info: dict[str, Any] = {"name": split.name, "sizes": {p: len(inst) for p, inst in split.parts.items()}}
+        return info if sampled is None else {**info, "sample": sampled.as_dict()}
+
+    def _fit(
+        self, folder: Path, name: str, prepare: _Stage, split: _Stage, warm: Path | None = None
+    ) -> dict[str, Any]:
         from basketgnn import workflow
         from basketgnn.engine.checkpoint import stamp_checkpoint
 
@@ -701,11 +865,13 @@ class _Runner:
             )
 
         outcome = workflow.fit(
-            workflow.ModelEntry(name, config, out_dir=folder), data, sp,
+            workflow.ModelEntry(name, config, out_dir=folder, warm_start=warm), data, sp,
             progress=self.progress, on_epoch=on_epoch,
         )
         result = outcome.training
         assert result is not None
+        if result.warm_start is not None:
+            self.say(f"  {result.warm_start.describe()}; epoch 0 is that model")
         # Lets `basketgnn predict/evaluate --checkpoint` find this run's data and exact split.
         stamp_checkpoint(folder / "best.pt", prepare.dir / "data", str(split.dir / "split.json"))
         history = result.history
@@ -715,6 +881,7 @@ class _Runner:
             "best_validation": _finite(result.best_validation),
             # Summed per epoch, so a resumed training counts its earlier epochs too.
             "train_seconds": round(sum(r["train_s"] + r["validate_s"] for r in history), 3),
+            **({"warm_start": result.warm_start.as_dict()} if result.warm_start is not None else {}),
         }
 
     def _trained(self, name: str, fit: _Stage) -> NeuralRecommender:
@@ -728,11 +895,18 @@ class _Runner:
         from basketgnn import workflow
 
         data, sp = self.data(prepare), self.split(split, prepare)
-        sp = evaluation_split(sp, self.job.spec.evaluate)
-        if self.job.spec.evaluate.customers is not None:
+        ev, train = self.job.spec.evaluate, self.job.spec.train
+        trained_on = None
+        if ev.held_out and train.sample_customers is not None:
+            from basketgnn.data.sample import sampled_customers
+
+            trained_on = sampled_customers(data.user_ids, train.sample_customers, train.sample_seed)
+        sp = evaluation_split(sp, ev, trained_on)
+        if ev.customers is not None or trained_on is not None:
             self.say(
-                f"  evaluating on a sample of {len(sp[EVALUATED_PART]):,} {EVALUATED_PART} "
-                f"customers (seed {self.job.spec.evaluate.seed})"
+                f"  evaluating on {len(sp[EVALUATED_PART]):,} {EVALUATED_PART} customers"
+                + (" outside the training sample" if trained_on is not None else "")
+                + (f" (a sample, seed {ev.seed})" if ev.customers is not None else "")
             )
         source = prepare.info["source"]
         records = []
@@ -841,6 +1015,10 @@ class _Runner:
                 s.name: s.info["seconds"] for s in (prepare, split, *fits.values(), evaluate, recommend)
             },
         }
+        nightly = nightly_summary(split.info, {n: f.info for n, f in fits.items()},
+                                  self.job.spec.neighbours.pool_cap)
+        if nightly:
+            summary["nightly"] = nightly
         write_json(folder / "metrics.json", summary)
         train_log = None
         if charted is not None:
@@ -850,18 +1028,69 @@ class _Runner:
         return {"files": ["metrics.json", "report.html", *charts], "charts": charts}
 
 
-def evaluation_split(sp: Split, spec: EvaluateSpec) -> Split:
-    """``sp`` with its evaluated part cut to a seeded sample of ``spec.customers`` instances
-    (kept in order; the whole part when it is no larger or no sample is asked for)."""
+def evaluation_split(sp: Split, spec: EvaluateSpec, trained_on: np.ndarray | None = None) -> Split:
+    """``sp`` with its evaluated part restricted to customers outside ``trained_on`` (a mask over
+    all users; None: no restriction), then cut to a seeded sample of ``spec.customers`` of them
+    (kept in order; all of them when they are no more or no sample is asked for).
+
+    Shapes: trained_on [n_users] bool.
+    """
     from basketgnn.data.split import Instances, Split
 
     part = sp[EVALUATED_PART]
-    if spec.customers is None or len(part) <= spec.customers:
+    name = sp.name
+    if trained_on is not None:
+        keep = ~trained_on[part.users]
+        part = Instances(part.users[keep], part.n_history[keep])
+        name += ", customers outside the training sample"
+        if len(part) == 0:
+            raise UserError(
+                "evaluate.held_out: every customer is in the training sample; sample fewer "
+                "customers (train.sample_customers) or set held_out: false."
+            )
+    if spec.customers is not None and len(part) > spec.customers:
+        rng = np.random.default_rng(spec.seed)
+        keep = np.sort(rng.choice(len(part), size=spec.customers, replace=False))
+        part = Instances(part.users[keep], part.n_history[keep])
+        name += f", {spec.customers} sampled (seed {spec.seed})"
+    if part is sp[EVALUATED_PART]:
         return sp
-    rng = np.random.default_rng(spec.seed)
-    keep = np.sort(rng.choice(len(part), size=spec.customers, replace=False))
-    sampled = Instances(part.users[keep], part.n_history[keep])
-    return Split(f"{sp.name}, {EVALUATED_PART} sampled", {**sp.parts, EVALUATED_PART: sampled})
+    return Split(name, {**sp.parts, EVALUATED_PART: part})
+
+
+def previous_checkpoint(run_dir: Path, name: str, data_key: str) -> Path | None:
+    """``name``'s checkpoint of the last successful run in ``run_dir`` on data other than
+    ``data_key`` whose file still exists (module docstring), None when there is none."""
+    path = run_dir / RUNS_FILE
+    if not path.is_file():
+        return None
+    for line in reversed(path.read_text().splitlines()):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut short by a crash: not a finished run
+        checkpoint = record.get("checkpoints", {}).get(name)
+        if record.get("data") == data_key or checkpoint is None:
+            continue
+        if Path(checkpoint).is_file():
+            return Path(checkpoint)
+    return None
+
+
+def nightly_summary(
+    split_info: dict[str, Any], fit_infos: dict[str, dict[str, Any]], pool_cap: int | None
+) -> dict[str, Any]:
+    """What a nightly run sampled and reused (metrics.json ``nightly``); empty for a job
+    without sample, warm start or pool cap, so its outputs stay as they were."""
+    out: dict[str, Any] = {}
+    if "sample" in split_info:
+        out["sample"] = split_info["sample"]
+    warm = {name: info["warm_start"] for name, info in fit_infos.items() if "warm_start" in info}
+    if warm:
+        out["warm_start"] = warm
+    if pool_cap is not None:
+        out["neighbour_pool_cap"] = pool_cap
+    return out
 
 
 def _input_files(path: Path) -> list[list[Any]]:

@@ -473,6 +473,16 @@ def test_evaluation_on_a_seeded_sample_of_test_customers_while_everyone_is_recom
     other = evaluation_split(sp, EvaluateSpec(customers=40, seed=4))
     assert not np.array_equal(other["test"].users, a["test"].users)
     assert evaluation_split(sp, EvaluateSpec(customers=10_000)) is sp
+    # Held out: only customers outside the training sample, then the sample of them.
+    trained_on = np.zeros(data.n_users, dtype=bool)
+    trained_on[::2] = True
+    held = evaluation_split(sp, EvaluateSpec(customers=30, held_out=True), trained_on)
+    assert len(held["test"]) == 30 and not trained_on[held["test"].users].any()
+    everyone = np.ones(data.n_users, dtype=bool)
+    with pytest.raises(UserError, match="every customer is in the training sample"):
+        evaluation_split(sp, EvaluateSpec(held_out=True), everyone)
+    with pytest.raises(UserError, match="evaluate.held_out needs train.sample_customers"):
+        run(write_job(tmp_path / "h", log[0], **copy.deepcopy(BASELINES_ONLY), evaluate={"held_out": True}))
     # The sample is part of the evaluate stage's hash: the plain job does not reuse its folder.
     plain = run(write_job(tmp_path / "p", log[0], **copy.deepcopy(BASELINES_ONLY)))
     names = {Path(s["dir"]).name for s in plain["stages"]} & {Path(s["dir"]).name for s in summary["stages"]}
