@@ -199,7 +199,8 @@ def choose_addon(
     if not wants_addon(config):
         return None, None
     if config.fusion == "tifu":
-        fusion = choose_fusion(val_scores, data, train, validate, chunk=_FUSE_CHUNK)
+        cap = getattr(config, "neighbour_pool_cap", None)
+        fusion = choose_fusion(val_scores, data, train, validate, chunk=_FUSE_CHUNK, pool_cap=cap)
         d = fusion_choice(fusion)
         choice = AddOnChoice.from_dict(d)
         return (FusionAddOn(fusion) if fusion.weight > 0 else None), choice

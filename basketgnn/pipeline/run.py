@@ -226,7 +226,8 @@ class NeighboursSpec(_Section):
         None,
         ge=1,
         description="Most customers in TIFU-KNN's neighbour pool (a bounded search for very large "
-        "logs); passed to TIFU-KNN as pool_cap. null: every training customer.",
+        "logs, a seeded sample): passed to TIFU-KNN as pool_cap and to each trained model's TIFU "
+        "fusion as neighbour_pool_cap (unless its options set it). null: every training customer.",
     )
 
 
@@ -323,6 +324,12 @@ def load_job(config_path: str | Path) -> Job:
             raise UserError(f"{config_path}: models lists {name!r} twice.")
 
     baselines = _with_pool_cap(config_path, baselines, spec.neighbours.pool_cap)
+    cap = spec.neighbours.pool_cap
+    for name, config in trained.items():
+        # The trained models' TIFU fusion searches the same bounded pool, unless set there.
+        given = spec.models.trained().get(name) or {}
+        if cap is not None and "neighbour_pool_cap" in type(config).model_fields and "neighbour_pool_cap" not in given:
+            trained[name] = config.model_copy(update={"neighbour_pool_cap": cap})
     warm_start = _warm_start_by_model(config_path, base, spec.train.warm_start, list(trained))
     if spec.evaluate.held_out and spec.train.sample_customers is None:
         raise UserError(

@@ -49,6 +49,7 @@ from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
 from basketgnn.metrics import ranking_metrics, top_k
 from basketgnn.scoring.tifu import (
+    DEFAULT_POOL_CAP,
     NeighbourIndex,
     SparseRows,
     SparseScores,
@@ -350,6 +351,7 @@ def choose_fusion(
     seed: int = 0,
     chunk: int = _CHUNK,
     rule: Literal["1se", "best"] = "1se",
+    pool_cap: int | None = DEFAULT_POOL_CAP,
 ) -> ScoreFusion:
     """Choose the fusion of a trained model with TIFU-KNN on the validation customers.
 
@@ -361,6 +363,8 @@ def choose_fusion(
         tifu: TIFU-KNN's hyperparameters; None tunes them on ``validate`` as TifuKnn does.
         weights, alphas: the grid of λ and of α beside TIFU's own (module docstring).
         top: TIFU entries kept per customer.
+        pool_cap: with ``tifu`` None, TIFU's neighbour pool cap while tuning and after
+            (``TifuParams.pool_cap``); a given ``tifu`` brings its own.
         rule: "best": the grid point with the best criterion; "1se" (the one-standard-error
             rule): that point only when it beats the better part alone (λ = 0, or λ = 1 at
             TIFU's tuned α) by more than one standard error of the paired per-customer
@@ -371,7 +375,8 @@ def choose_fusion(
         raise ValueError(f"validation scores {val_scores.shape} for {len(validate)} instances and {data.n_items} items")
     tifu_validation = None
     if tifu is None:
-        tifu, tifu_validation = tune_tifu(data, train, validate, TifuParams(), sample=tune_sample, seed=seed)
+        start = TifuParams(pool_cap=pool_cap)
+        tifu, tifu_validation = tune_tifu(data, train, validate, start, sample=tune_sample, seed=seed)
     weights = sorted({float(w) for w in weights} | {0.0, 1.0})
     alpha_list = [float(tifu.alpha)] + sorted({float(a) for a in alphas} - {float(tifu.alpha)})
     scorer = TifuScorer.build(data, train, tifu, top)
