@@ -54,7 +54,7 @@ class TrainOptions(BaseModel):
     )
     neighbour_top: int = Field(100, ge=1, description="Neighbour-score entries kept per customer.")
     neighbour_pool_cap: int | None = Field(
-        None,
+        20_000,  # scoring.tifu.DEFAULT_POOL_CAP
         ge=1,
         description="With fusion: tifu, search TIFU's neighbours among at most this many training "
         "customers, a seeded sample (bounds the search on big logs; scoring.tifu.capped_pool). "

@@ -227,7 +227,8 @@ class NeighboursSpec(_Section):
         ge=1,
         description="Most customers in TIFU-KNN's neighbour pool (a bounded search for very large "
         "logs, a seeded sample): passed to TIFU-KNN as pool_cap and to each trained model's TIFU "
-        "fusion as neighbour_pool_cap (unless its options set it). null: every training customer.",
+        "fusion as neighbour_pool_cap (unless its options set it). null: their own defaults "
+        "(20,000).",
     )
 
 

@@ -53,7 +53,8 @@ class TifuKnn:
         tune_sample: tune on at most this many validation instances (None: all of them).
         seed: seed of the validation subsample.
         pool_cap: search neighbours among at most this many training customers, a sample
-            drawn with ``pool_seed`` (None: all of them; see ``scoring.tifu.capped_pool``).
+            drawn with ``pool_seed`` (default 20,000: exact below that; None: all of them; see
+            ``scoring.tifu.capped_pool``).
         pool_seed: seed of that sample.
     """
 

@@ -64,9 +64,11 @@ TUNE_KS: tuple[int, ...] = (10, 20)
 _CHUNK_ELEMENTS = 1 << 22
 
 
-#: Default size of the neighbour pool (:func:`capped_pool`); None would keep every training
-#: customer, which makes the search O(N²) in customers.
-DEFAULT_POOL_CAP: int | None = None
+#: Default size of the neighbour pool (:func:`capped_pool`): searches stay exact up to 20,000
+#: training customers (DC, TaFeng and the realistic export: their published numbers are
+#: unchanged) and cost O(n · 20,000) beyond, not O(n · N). None = every training customer.
+#: Measured in BENCHMARKS.md §11 (benchmarks/bench_pool_cap.py).
+DEFAULT_POOL_CAP: int | None = 20_000
 
 
 @dataclass(frozen=True)

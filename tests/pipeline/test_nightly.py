@@ -140,4 +140,6 @@ def test_neighbour_pool_cap_also_bounds_each_trained_models_fusion_unless_set_th
     job = write_job(tmp_path / "b", log, neighbours={"pool_cap": 1000}, models={"dnntsp": own})
     assert load_job(job).trained["dnntsp"].neighbour_pool_cap == 50
     job = write_job(tmp_path / "c", log, models={"dnntsp": DNNTSP})
-    assert load_job(job).trained["dnntsp"].neighbour_pool_cap is None
+    from basketgnn.scoring.tifu import DEFAULT_POOL_CAP
+
+    assert load_job(job).trained["dnntsp"].neighbour_pool_cap == DEFAULT_POOL_CAP == 20_000
