@@ -93,9 +93,18 @@ class StageClock(io.TextIOBase):
                     self.stages.append({"name": name, "status": "cached"})
         return len(text)
 
+    def open_stage(self) -> dict[str, Any] | None:
+        """The stage running now, if any: its name, wall and CPU seconds so far, peak RSS."""
+        if self._open is None:
+            return None
+        o = self._open
+        return {"name": o["name"], "wall_s": round(time.perf_counter() - o["t"], 2),
+                "cpu_s": round(cpu_s() - o["cpu"], 2), "peak_rss_mb": round(self._peak)}  # fmt: skip
+
     def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
+        if not self.closed:
+            self._stop.set()
+            self._thread.join()
         super().close()
 
 
@@ -125,6 +134,19 @@ def run(args: argparse.Namespace) -> None:
     t0, c0 = time.perf_counter(), cpu_s()
     try:
         summary = run_pipeline(job, progress=False, console=Console(file=clock, soft_wrap=True))
+    except KeyboardInterrupt:
+        # Stopped (Ctrl-C / SIGINT): the finished stages' figures are kept, marked incomplete;
+        # rerunning the same command resumes the job from its stage cache.
+        clock.close()
+        append_result("nightly", {
+            "label": args.label, "log": str(Path(args.log).resolve()), "job": spec, "complete": False,
+            "interrupted_in": clock.open_stage(), "stages": clock.stages,
+            "wall_s": round(time.perf_counter() - t0, 1), "cpu_s": round(cpu_s() - c0, 1),
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+            "load_before": [round(x, 2) for x in load_before],
+            "load_after": [round(x, 2) for x in os.getloadavg()],
+        })  # fmt: skip
+        raise
     finally:
         clock.close()
     wall, cpu = time.perf_counter() - t0, cpu_s() - c0
@@ -150,6 +172,12 @@ def run(args: argparse.Namespace) -> None:
 def summary() -> None:
     for line in (RESULTS / "nightly.jsonl").read_text().splitlines():
         r = json.loads(line)
+        if not r.get("complete", True):
+            print(f"\n{r['label']}: stopped in {r['interrupted_in']} after {r['wall_s']:.0f} s")
+            for s in r["stages"]:
+                print(f"| {s['name']} | {s['status']} | {s.get('wall_s', '')} | {s.get('cpu_s', '')} | "
+                      f"{s.get('peak_rss_mb', '')} |")  # fmt: skip
+            continue
         print(
             f"\n{r['label']}: {r['customers']:,} customers, {r['baskets']:,} baskets, "
             f"{r.get('rows_read') or 0:,} rows; {r['wall_s']:.0f} s wall, {r['cpu_s']:.0f} s CPU, "
