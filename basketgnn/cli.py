@@ -46,7 +46,14 @@ SplitOpt = Annotated[
 
 @app.command()
 def synth(
-    out: Annotated[Path, typer.Option("--out", help="Output .csv or .parquet file.")],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            help="Output .csv or .parquet file, or a folder (a name without those suffixes): "
+            "a big log written as Parquet parts, --chunk-customers customers at a time.",
+        ),
+    ],
     customers: Annotated[int, typer.Option(help="Number of customers.")] = 1000,
     items: Annotated[int, typer.Option(help="Catalogue size.")] = 200,
     mean_baskets: Annotated[float, typer.Option(help="Mean baskets per customer.")] = 8.0,
@@ -56,36 +63,76 @@ def synth(
         typer.Option(
             help="'': the knobs above; 'realistic': a raw retail export (long-tailed baskets and "
             "histories, cancellations, guests, non-product codes, float-written customer ids; "
-            "the knobs above are ignored, see data/README.md)."
+            "the knobs above are ignored, see data/README.md); 'realistic-clean': the realistic "
+            "generator settings for --customers customers, without the export's dirt (the shape "
+            "of the cleaned twin, for big logs)."
         ),
     ] = "",
     clean_out: Annotated[
         Path | None,
         typer.Option(help="With --preset realistic: also write the cleaned twin of the export here."),
     ] = None,
+    chunk_customers: Annotated[
+        int, typer.Option(help="With a folder --out: customers per Parquet part (bounds memory).")
+    ] = 50_000,
 ) -> None:
     """Generate a synthetic transaction log with planted structure.
 
     Example: `basketgnn synth --out log.csv --customers 5000 --items 500`, or
-    `basketgnn synth --preset realistic --out export.csv --clean-out clean.csv`
+    `basketgnn synth --preset realistic --out export.csv --clean-out clean.csv`, or a million
+    customers as Parquet parts: `basketgnn synth --preset realistic-clean --customers 1000000
+    --out big_log/`
     """
-    from basketgnn.data.synth import generate_log, realistic_export, write_log
+    from basketgnn.data.synth import (
+        REALISTIC,
+        generate_log,
+        realistic_export,
+        write_log,
+        write_log_parts,
+    )
 
-    if preset not in ("", "realistic"):
-        raise UserError(f"synth: unknown --preset {preset!r}; use 'realistic' or leave it out.")
-    if clean_out is not None and not preset:
+    if preset not in ("", "realistic", "realistic-clean"):
+        raise UserError(
+            f"synth: unknown --preset {preset!r}; use 'realistic', 'realistic-clean' or leave it out."
+        )
+    if clean_out is not None and preset != "realistic":
         raise UserError("synth: --clean-out needs --preset realistic (only it has a cleaned twin).")
+    folder = out.suffix.lower() not in (".csv", ".parquet")
+    if folder and preset == "realistic":
+        raise UserError(
+            f"synth: --out {out} is a folder, which only plain and realistic-clean logs can be "
+            "written as; give a .csv or .parquet file for --preset realistic."
+        )
+    if preset == "realistic-clean":
+        settings: dict[str, Any] = {k: v for k, v in REALISTIC.items() if k != "n_customers"}
+    else:
+        settings = {"n_items": items, "mean_baskets": mean_baskets}
     t0 = time.perf_counter()
     try:
-        if preset:
+        if folder:
+            rows = 0
+
+            def on_part(index: int, count: int, n_rows: int) -> None:
+                nonlocal rows
+                rows += n_rows
+                console.print(f"  part {index + 1}/{count}: {n_rows:,} rows")
+
+            parts = write_log_parts(
+                out, customers, chunk_customers, seed, on_part=on_part, **settings
+            )
+            console.print(
+                f"wrote {out}/: {len(parts)} Parquet part(s), {customers:,} customers"
+                + (f", {rows:,} rows written now" if rows else "")
+                + f" ({time.perf_counter() - t0:.1f}s)"
+            )
+            return
+        if preset == "realistic":
             export = realistic_export(seed)
             df = export.export
             if clean_out is not None:
                 write_log(export.clean, clean_out)
         else:
-            df = generate_log(
-                n_customers=customers, n_items=items, mean_baskets=mean_baskets, seed=seed
-            )
+            df = generate_log(n_customers=customers, seed=seed, **settings)
         write_log(df, out)
     except ValueError as e:
         raise UserError(f"synth: {e}") from None

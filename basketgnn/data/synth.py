@@ -50,8 +50,13 @@ only the popularity-over-time sampling loops, over a fixed number of time bins.
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -173,6 +178,22 @@ def item_structure(
     )
 
 
+@dataclass(frozen=True)
+class Chunk:
+    """Which slice of a big log :func:`generate_log` makes (see :func:`write_log_parts`).
+
+    Chunk ``index`` of ``count`` holds the customers ``first_customer ..
+    first_customer + n_customers - 1`` of a log of ``total_customers``. Its customers are drawn
+    from their own stream (``index`` of ``count`` spawned from the seed's customer stream), so
+    every chunk can be made alone, in any order, and the items are those of the whole log.
+    """
+
+    index: int
+    count: int
+    first_customer: int
+    total_customers: int
+
+
 def generate_log(
     n_customers: int = 2000,
     n_items: int = 300,
@@ -197,6 +218,7 @@ def generate_log(
     mean_extra_quantity: float = 0.3,
     history_spread: float = 0.0,
     basket_spread: float = 0.0,
+    chunk: Chunk | None = None,
 ) -> pd.DataFrame:
     """Generate a transaction log with planted structure (see the module docstring).
 
@@ -230,6 +252,10 @@ def generate_log(
     basket_spread : 0 = Poisson background picks (as above); > 0 = long-tailed basket sizes:
         the Poisson mean of each basket is ``background_items`` times a mean-1 log-normal factor
         with this sigma (a few baskets of hundreds of items, as wholesale orders are).
+    chunk : None = the whole log; else one slice of a bigger log (:class:`Chunk`): customer ids
+        count from ``chunk.first_customer``, basket ids are ``customer index * max_baskets +
+        basket number`` (unique over the whole log, in time order per customer), and drift time
+        is day / span_days (not the slice's own first-to-last day), so slices fit together.
 
     Returns
     -------
@@ -262,7 +288,15 @@ def generate_log(
         bundle_fraction=bundle_fraction,
         bundle_size=bundle_size,
     )
-    rng = np.random.default_rng(_streams(seed)[1])
+    customer_stream = _streams(seed)[1]
+    if chunk is not None:
+        _check(0 <= chunk.index < chunk.count, "chunk.index must be in [0, chunk.count)")
+        _check(
+            chunk.first_customer + n_customers <= chunk.total_customers,
+            "a chunk's customers must lie inside chunk.total_customers",
+        )
+        customer_stream = customer_stream.spawn(chunk.count)[chunk.index]
+    rng = np.random.default_rng(customer_stream)
 
     _check(history_spread >= 0, "history_spread must be >= 0")
     _check(basket_spread >= 0, "basket_spread must be >= 0")
@@ -285,7 +319,10 @@ def generate_log(
         + day * _DAY_NS
         + minute * _MINUTE_NS
     )
-    t_norm = (day - day.min()) / max(int(day.max() - day.min()), 1)  # [B] in [0, 1]
+    if chunk is None:
+        t_norm = (day - day.min()) / max(int(day.max() - day.min()), 1)  # [B] in [0, 1]
+    else:  # the same clock in every slice
+        t_norm = np.clip(day / span_days, 0.0, 1.0)
 
     fav_basket, fav_item = _favourite_picks(
         rng,
@@ -319,8 +356,14 @@ def generate_log(
     row_basket, row_item = np.divmod(key, n_items)
     quantity = 1 + rng.poisson(mean_extra_quantity, size=len(key))
 
-    customer_ids = _ids("C", n_customers, 6)
-    basket_ids = _ids("B", len(basket_user), 7)
+    if chunk is None:
+        customer_ids = _ids("C", n_customers, 6)
+        basket_ids = _ids("B", len(basket_user), 7)
+    else:
+        total = chunk.total_customers
+        customer_ids = _ids("C", n_customers, 6, chunk.first_customer, total)
+        basket_number = (chunk.first_customer + basket_user) * max_baskets + basket_seq  # [B]
+        basket_ids = _ids("B", len(basket_user), 7, 0, total * max_baskets, basket_number)
     return pd.DataFrame(
         {
             "customer_id": customer_ids[basket_user[row_basket]],
@@ -351,6 +394,60 @@ def write_log(df: pd.DataFrame, path: str | Path) -> None:
             df.to_csv(tmp, index=False)
         else:
             df.to_parquet(tmp, index=False)
+
+
+def write_log_parts(
+    out_dir: str | Path,
+    n_customers: int,
+    chunk_customers: int = 50_000,
+    seed: int = 0,
+    on_part: Callable[[int, int, int], None] | None = None,
+    **settings: Any,
+) -> list[Path]:
+    """Write a big log as a folder of Parquet parts, one :class:`Chunk` of customers each.
+
+    Memory stays that of one chunk (``chunk_customers`` customers), whatever ``n_customers``.
+    Parts ``part-00000.parquet`` ... are written into a hidden sibling ``.NAME.partial/`` (each
+    one atomically) and the folder is renamed to ``out_dir`` once all are there: readers never
+    see a half-written log, and a rerun with the same arguments keeps the parts already written
+    (a rerun with other arguments starts over). ``settings`` are :func:`generate_log`'s knobs.
+    ``on_part(index, count, rows)`` is called after each part. Returns the parts' paths.
+    """
+    _check(n_customers >= 1, "n_customers must be at least 1")
+    _check(chunk_customers >= 1, "chunk_customers must be at least 1")
+    out_dir = Path(out_dir)
+    partial = out_dir.with_name(f".{out_dir.name}.partial")
+    wanted = json.dumps(
+        {"n_customers": n_customers, "chunk_customers": chunk_customers, "seed": seed,
+         "settings": settings}, sort_keys=True, default=list,
+    )  # fmt: skip
+    marker = partial / "_settings.json"
+    if partial.exists() and not (marker.is_file() and marker.read_text() == wanted):
+        shutil.rmtree(partial)
+    partial.mkdir(parents=True, exist_ok=True)
+    marker.write_text(wanted)
+    count = -(-n_customers // chunk_customers)
+    names = [f"part-{j:05d}.parquet" for j in range(count)]
+    for j, name in enumerate(names):
+        if (partial / name).is_file():
+            continue
+        first = j * chunk_customers
+        size = min(chunk_customers, n_customers - first)
+        df = generate_log(
+            n_customers=size, seed=seed, chunk=Chunk(j, count, first, n_customers), **settings
+        )
+        write_log(df, partial / name)
+        if on_part is not None:
+            on_part(j, count, len(df))
+    marker.unlink()
+    if out_dir.exists():
+        old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
+        os.replace(out_dir, old)
+        os.replace(partial, out_dir)
+        shutil.rmtree(old)
+    else:
+        os.replace(partial, out_dir)
+    return [out_dir / name for name in names]
 
 
 def _basket_times(
@@ -478,10 +575,21 @@ def _streams(seed: int) -> list[np.random.SeedSequence]:
     return np.random.SeedSequence(seed).spawn(2)
 
 
-def _ids(prefix: str, n: int, min_width: int) -> np.ndarray:
-    """Zero-padded ids ``prefix + number``, equally wide so they sort like the numbers. Shape [n]."""
-    width = max(min_width, len(str(max(n - 1, 0))))
-    return np.array([f"{prefix}{i:0{width}d}" for i in range(n)], dtype=object)
+def _ids(
+    prefix: str,
+    n: int,
+    min_width: int,
+    first: int = 0,
+    total: int | None = None,
+    numbers: np.ndarray | None = None,
+) -> np.ndarray:
+    """Zero-padded ids ``prefix + number``, equally wide so they sort like the numbers: the
+    numbers ``first .. first + n - 1`` (or the given ``numbers``), as wide as the largest of
+    ``total`` (default: of these). Shape [n]."""
+    total = first + n if total is None else total
+    width = max(min_width, len(str(max(total - 1, 0))))
+    values = range(first, first + n) if numbers is None else numbers.tolist()
+    return np.array([f"{prefix}{i:0{width}d}" for i in values], dtype=object)
 
 
 def _check(ok: bool, message: str) -> None:

@@ -38,6 +38,7 @@ from basketgnn.evaluate import usable_ks
 from basketgnn.metrics import ranking_metrics, top_k
 from basketgnn.models.neighbours import NeighbourPool, NeighbourScores, fuse_neighbours
 from basketgnn.scoring.fusion import ScoreFusion, choose_fusion, fusion_choice
+from basketgnn.scoring.tifu import DEFAULT_POOL_CAP
 
 #: Config options that only act after training (a resumed training ignores changes to them).
 ADDON_OPTIONS: tuple[str, ...] = ("fusion", "neighbour_weight", "neighbour_k", "neighbour_top")
@@ -199,7 +200,8 @@ def choose_addon(
     if not wants_addon(config):
         return None, None
     if config.fusion == "tifu":
-        fusion = choose_fusion(val_scores, data, train, validate, chunk=_FUSE_CHUNK)
+        cap = getattr(config, "neighbour_pool_cap", DEFAULT_POOL_CAP)
+        fusion = choose_fusion(val_scores, data, train, validate, chunk=_FUSE_CHUNK, pool_cap=cap)
         d = fusion_choice(fusion)
         choice = AddOnChoice.from_dict(d)
         return (FusionAddOn(fusion) if fusion.weight > 0 else None), choice

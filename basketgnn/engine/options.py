@@ -62,6 +62,13 @@ class TrainOptions(BaseModel):
         "auto", description="Nearest training customers averaged (auto: 100 or 300, chosen on validation)."
     )
     neighbour_top: int = Field(100, ge=1, description="Neighbour-score entries kept per customer.")
+    neighbour_pool_cap: int | None = Field(
+        20_000,  # scoring.tifu.DEFAULT_POOL_CAP
+        ge=1,
+        description="With fusion: tifu, search TIFU's neighbours among at most this many training "
+        "customers, a seeded sample (bounds the search on big logs; scoring.tifu.capped_pool). "
+        "null: every training customer.",
+    )
 
     @field_validator("neighbour_weight", "neighbour_k")
     @classmethod

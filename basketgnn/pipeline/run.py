@@ -57,6 +57,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rich.console import Console
 
@@ -188,6 +189,22 @@ class RecommendSpec(_Section):
     )
 
 
+class EvaluateSpec(_Section):
+    customers: int | None = Field(
+        None,
+        ge=1,
+        description="Evaluate every model on a seeded sample of this many test customers (null: "
+        "all of them). For big logs: the metrics' cost stays bounded; recommend still scores "
+        "every customer.",
+    )
+    seed: int = Field(0, description="Seed of that sample.")
+    held_out: bool = Field(
+        False,
+        description="Evaluate only customers outside the training sample (train.sample_customers), "
+        "whom no model trained or validated on.",
+    )
+
+
 class TrainSpec(_Section):
     warm_start: str | dict[str, str] | None = Field(
         None,
@@ -211,7 +228,9 @@ class NeighboursSpec(_Section):
         None,
         ge=1,
         description="Most customers in TIFU-KNN's neighbour pool (a bounded search for very large "
-        "logs); passed to TIFU-KNN as pool_cap. null: every training customer.",
+        "logs, a seeded sample): passed to TIFU-KNN as pool_cap and to each trained model's TIFU "
+        "fusion as neighbour_pool_cap (unless its options set it). null: their own defaults "
+        "(20,000).",
     )
 
 
@@ -226,6 +245,7 @@ class PipelineSpec(_Section):
     input: InputSpec
     split: SplitSpec = Field(default_factory=SplitSpec)
     models: ModelsSpec = Field(default_factory=ModelsSpec)
+    evaluate: EvaluateSpec = Field(default_factory=EvaluateSpec)
     recommend: RecommendSpec = Field(default_factory=RecommendSpec)
     report: ReportSpec = Field(default_factory=ReportSpec)
     train: TrainSpec = Field(default_factory=TrainSpec)
@@ -314,7 +334,18 @@ def load_job(config_path: str | Path) -> Job:
             raise UserError(f"{config_path}: models lists {name!r} twice.")
 
     baselines = _with_pool_cap(config_path, baselines, spec.neighbours.pool_cap)
+    cap = spec.neighbours.pool_cap
+    for name, config in trained.items():
+        # The trained models' TIFU fusion searches the same bounded pool, unless set there.
+        given = spec.models.trained().get(name) or {}
+        if cap is not None and "neighbour_pool_cap" in type(config).model_fields and "neighbour_pool_cap" not in given:
+            trained[name] = config.model_copy(update={"neighbour_pool_cap": cap})
     warm_start = _warm_start_by_model(config_path, base, spec.train.warm_start, list(trained))
+    if spec.evaluate.held_out and spec.train.sample_customers is None:
+        raise UserError(
+            f"{config_path}: evaluate.held_out needs train.sample_customers (customers are held "
+            "out of a training sample); set it, or held_out: false."
+        )
     models = [b for b, _ in baselines] + list(trained)
     if not models:
         raise UserError(
@@ -649,10 +680,15 @@ class _Runner:
                 f"mean NDCG {info['best_validation']['mean_ndcg']:.4f}"
             )
 
+        eval_settings: dict[str, Any] = {
+            "baselines": [[n, o] for n, o in job.baselines], "part": EVALUATED_PART,
+            "validation": "criterion/1",
+        }  # fmt: skip
+        if spec.evaluate.customers is not None or spec.evaluate.held_out:
+            eval_settings["sample"] = spec.evaluate.model_dump()  # unset: earlier hashes kept
         evaluate = self.stage(
             "evaluate",
-            {"baselines": [[n, o] for n, o in job.baselines], "part": EVALUATED_PART,
-             "validation": "criterion/1"},
+            eval_settings,
             [split, *fits.values()],
             lambda d: self._evaluate(d, prepare, split, fits),
         )
@@ -885,6 +921,19 @@ class _Runner:
         from basketgnn import workflow
 
         data, sp = self.data(prepare), self.split(split, prepare)
+        ev, train = self.job.spec.evaluate, self.job.spec.train
+        trained_on = None
+        if ev.held_out and train.sample_customers is not None:
+            from basketgnn.data.sample import sampled_customers
+
+            trained_on = sampled_customers(data.user_ids, train.sample_customers, train.sample_seed)
+        sp = evaluation_split(sp, ev, trained_on)
+        if ev.customers is not None or trained_on is not None:
+            self.say(
+                f"  evaluating on {len(sp[EVALUATED_PART]):,} {EVALUATED_PART} customers"
+                + (" outside the training sample" if trained_on is not None else "")
+                + (f" (a sample, seed {ev.seed})" if ev.customers is not None else "")
+            )
         source = prepare.info["source"]
         records = []
         for name, options in self.job.baselines:
@@ -907,7 +956,7 @@ class _Runner:
             records.append(record)
             self.say(f"  {name}: evaluated in {result.timing_s['score']:.1f}s")
         write_json(folder / "results.json", records)
-        return {"models": [r["model"] for r in records]}
+        return {"models": [r["model"] for r in records], "customers": len(sp[EVALUATED_PART])}
 
     def _show_results(self, records: list[dict[str, Any]]) -> None:
         from basketgnn.results_table import from_records, to_line
@@ -926,7 +975,7 @@ class _Runner:
         selection: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         from basketgnn import workflow
-        from basketgnn.recommend import write_recommendations
+        from basketgnn.recommend import write_recommendation_file
 
         data = self.data(prepare)
         model: Any
@@ -935,12 +984,12 @@ class _Runner:
         else:
             sp = self.split(split, prepare)
             model = workflow.fit(workflow.ModelEntry(name, dict(self.job.baselines)[name]), data, sp).recommender
-        frame = workflow.recommend(model, data, self.job.spec.recommend.k)
-        for f in RECOMMENDATION_FILES:
-            write_recommendations(frame, folder / f)
-        k = int(frame["rank"].max())
-        self.say(f"  top-{k} by {name} for all {data.n_users:,} customers ({len(frame):,} rows)")
-        info = {"model": name, "k": k, "customers": data.n_users, "rows": len(frame)}
+        # Streamed chunk by chunk into both files from one scoring: memory stays that of a
+        # chunk, not of every customer's rows (tens of millions at a million customers).
+        k = min(self.job.spec.recommend.k, data.n_items)
+        rows = write_recommendation_file(model, data, k, [folder / f for f in RECOMMENDATION_FILES])
+        self.say(f"  top-{k} by {name} for all {data.n_users:,} customers ({rows:,} rows)")
+        info = {"model": name, "k": k, "customers": data.n_users, "rows": rows}
         return info if selection is None else {**info, "selection": selection}
 
     def _report(
@@ -971,7 +1020,7 @@ class _Runner:
             },
             "evaluated_on": {
                 "part": EVALUATED_PART,
-                "customers": split.info["sizes"][EVALUATED_PART],
+                "customers": evaluate.info.get("customers", split.info["sizes"][EVALUATED_PART]),
             },
             "models": records,
             # The recommending model's training curve when it was trained, else the first's.
@@ -1003,6 +1052,36 @@ class _Runner:
             train_log = [json.loads(line) for line in lines if line.strip()]
         charts = write_report(folder, summary, train_log)
         return {"files": ["metrics.json", "report.html", *charts], "charts": charts}
+
+
+def evaluation_split(sp: Split, spec: EvaluateSpec, trained_on: np.ndarray | None = None) -> Split:
+    """``sp`` with its evaluated part restricted to customers outside ``trained_on`` (a mask over
+    all users; None: no restriction), then cut to a seeded sample of ``spec.customers`` of them
+    (kept in order; all of them when they are no more or no sample is asked for).
+
+    Shapes: trained_on [n_users] bool.
+    """
+    from basketgnn.data.split import Instances, Split
+
+    part = sp[EVALUATED_PART]
+    name = sp.name
+    if trained_on is not None:
+        keep = ~trained_on[part.users]
+        part = Instances(part.users[keep], part.n_history[keep])
+        name += ", customers outside the training sample"
+        if len(part) == 0:
+            raise UserError(
+                "evaluate.held_out: every customer is in the training sample; sample fewer "
+                "customers (train.sample_customers) or set held_out: false."
+            )
+    if spec.customers is not None and len(part) > spec.customers:
+        rng = np.random.default_rng(spec.seed)
+        keep = np.sort(rng.choice(len(part), size=spec.customers, replace=False))
+        part = Instances(part.users[keep], part.n_history[keep])
+        name += f", {spec.customers} sampled (seed {spec.seed})"
+    if part is sp[EVALUATED_PART]:
+        return sp
+    return Split(name, {**sp.parts, EVALUATED_PART: part})
 
 
 def previous_checkpoint(run_dir: Path, name: str, data_key: str) -> Path | None:

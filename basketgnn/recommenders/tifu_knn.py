@@ -24,10 +24,12 @@ from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
 from basketgnn.scoring.tifu import (  # noqa: F401 - re-exported for older imports
     DEFAULT_GRID,
+    DEFAULT_POOL_CAP,
     TUNE_KS,
     NeighbourIndex,
     SparseRows,
     TifuParams,
+    capped_pool,
     combine,
     customer_vectors,
     pool_vectors,
@@ -50,6 +52,10 @@ class TifuKnn:
             defaults key by key.
         tune_sample: tune on at most this many validation instances (None: all of them).
         seed: seed of the validation subsample.
+        pool_cap: search neighbours among at most this many training customers, a sample
+            drawn with ``pool_seed`` (default 20,000: exact below that; None: all of them; see
+            ``scoring.tifu.capped_pool``).
+        pool_seed: seed of that sample.
     """
 
     name = "tifu-knn"
@@ -66,6 +72,8 @@ class TifuKnn:
         grid: dict[str, Sequence[float]] | None = None,
         tune_sample: int | None = 2000,
         seed: int = 0,
+        pool_cap: int | None = DEFAULT_POOL_CAP,
+        pool_seed: int = 0,
     ) -> None:
         unknown = set(grid or {}) - set(DEFAULT_GRID)
         if unknown:
@@ -74,6 +82,9 @@ class TifuKnn:
             )
         if k < 1 or m < 1 or not 0.0 <= alpha <= 1.0:
             raise ValueError(f"need k >= 1, m >= 1 and 0 <= alpha <= 1; got {k=}, {m=}, {alpha=}")
+        if pool_cap is not None and pool_cap < 1:
+            raise ValueError(f"pool_cap must be >= 1 or null (every customer), got {pool_cap}")
+        self.pool_cap, self.pool_seed = pool_cap, pool_seed
         self._initial = (int(k), int(m), r_b, r_g, alpha)
         self.k, self.m, self.r_b, self.r_g, self.alpha = self._initial
         self.tune, self.tune_sample, self.seed = tune, tune_sample, seed
@@ -95,7 +106,8 @@ class TifuKnn:
         self.tuned, self.validation_score = False, None
         if self.tune and validate is not None and len(validate) > 0:
             self._tune(data, train, validate)
-        self._index = self._build_index(data, train, self.m, self.r_b, self.r_g)
+        pool = capped_pool(train, self.pool_cap, self.pool_seed)
+        self._index = self._build_index(data, pool, self.m, self.r_b, self.r_g)
         return self
 
     def score(self, data: BasketData, instances: Instances) -> np.ndarray:
@@ -127,6 +139,8 @@ class TifuKnn:
             "alpha": self.alpha,
             "tuned": self.tuned,
             "tune_sample": self.tune_sample,
+            "pool_cap": self.pool_cap,
+            "pool_seed": self.pool_seed,
             "validation_mean_ndcg@10,20": self.validation_score,
         }
 
@@ -138,7 +152,7 @@ class TifuKnn:
 
     def _tune(self, data: BasketData, train: Instances, validate: Instances) -> None:
         params, value = tune_tifu(
-            data, train, validate, TifuParams(self.k, self.m, self.r_b, self.r_g, self.alpha),
+            data, train, validate, self.tifu_params,
             self.grid, self.tune_sample, self.seed,
         )
         self.k, self.m, self.r_b, self.r_g, self.alpha = (
@@ -149,4 +163,6 @@ class TifuKnn:
     @property
     def tifu_params(self) -> TifuParams:
         """The hyperparameters in use (after tuning, the chosen ones)."""
-        return TifuParams(self.k, self.m, self.r_b, self.r_g, self.alpha)
+        return TifuParams(
+            self.k, self.m, self.r_b, self.r_g, self.alpha, self.pool_cap, self.pool_seed
+        )

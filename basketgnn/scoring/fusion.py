@@ -39,7 +39,7 @@ Shapes in this module: n instances, P pool customers, I items.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -49,10 +49,12 @@ from basketgnn.data.split import Instances
 from basketgnn.metrics import ranking_metrics, top_k
 from basketgnn.scoring.candidates import SharedScores, fused_top_k, sigmoid
 from basketgnn.scoring.tifu import (
+    DEFAULT_POOL_CAP,
     NeighbourIndex,
     SparseRows,
     SparseScores,
     TifuParams,
+    capped_pool,
     combine,
     customer_codes,
     customer_vectors,
@@ -96,9 +98,11 @@ class TifuScorer:
 
     @classmethod
     def build(cls, data: BasketData, train: Instances, params: TifuParams, top: int = DEFAULT_TOP) -> TifuScorer:
-        """The pool of ``train``'s customers, each over its history and target basket."""
-        vectors = pool_vectors(data, train, params.m, params.r_b, params.r_g)
-        return cls(vectors, data.user_ids[train.users], params, top)
+        """The pool of ``train``'s customers (capped: ``params.pool_cap``), each over its history
+        and target basket."""
+        pool = capped_pool(train, params.pool_cap, params.pool_seed)
+        vectors = pool_vectors(data, pool, params.m, params.r_b, params.r_g)
+        return cls(vectors, data.user_ids[pool.users], params, top)
 
     def scores(
         self, data: BasketData, instances: Instances, alphas: Sequence[float] | None = None
@@ -370,6 +374,7 @@ def choose_fusion(
     seed: int = 0,
     chunk: int = _CHUNK,
     rule: Literal["1se", "best"] = "1se",
+    pool_cap: int | None = DEFAULT_POOL_CAP,
 ) -> ScoreFusion:
     """Choose the fusion of a trained model with TIFU-KNN on the validation customers.
 
@@ -381,6 +386,8 @@ def choose_fusion(
         tifu: TIFU-KNN's hyperparameters; None tunes them on ``validate`` as TifuKnn does.
         weights, alphas: the grid of λ and of α beside TIFU's own (module docstring).
         top: TIFU entries kept per customer.
+        pool_cap: with ``tifu`` None, TIFU's neighbour pool cap while tuning and after
+            (``TifuParams.pool_cap``); a given ``tifu`` brings its own.
         rule: "best": the grid point with the best criterion; "1se" (the one-standard-error
             rule): that point only when it beats the better part alone (λ = 0, or λ = 1 at
             TIFU's tuned α) by more than one standard error of the paired per-customer
@@ -391,7 +398,8 @@ def choose_fusion(
         raise ValueError(f"validation scores {val_scores.shape} for {len(validate)} instances and {data.n_items} items")
     tifu_validation = None
     if tifu is None:
-        tifu, tifu_validation = tune_tifu(data, train, validate, TifuParams(), sample=tune_sample, seed=seed)
+        start = TifuParams(pool_cap=pool_cap)
+        tifu, tifu_validation = tune_tifu(data, train, validate, start, sample=tune_sample, seed=seed)
     weights = sorted({float(w) for w in weights} | {0.0, 1.0})
     alpha_list = [float(tifu.alpha)] + sorted({float(a) for a in alphas} - {float(tifu.alpha)})
     scorer = TifuScorer.build(data, train, tifu, top)
@@ -427,7 +435,7 @@ def choose_fusion(
     why = {"rule": rule, "gain_over_better_part": round(gain, 6), "standard_error": round(se, 6)}
     if best.weight == 0:
         return ScoreFusion(0.0, transform, None, grid, tifu_validation, tifu, why)
-    chosen = TifuParams(tifu.k, tifu.m, tifu.r_b, tifu.r_g, best.alpha)
+    chosen = replace(tifu, alpha=best.alpha)
     scorer = TifuScorer(scorer.vectors, scorer.customer_ids, chosen, top)
     return ScoreFusion(best.weight, transform, scorer, grid, tifu_validation, tifu, why)
 

@@ -67,16 +67,44 @@ TUNE_KS: tuple[int, ...] = (10, 20)
 _CHUNK_ELEMENTS = 1 << 18
 
 
+#: Default size of the neighbour pool (:func:`capped_pool`): searches stay exact up to 20,000
+#: training customers (DC, TaFeng and the realistic export: their published numbers are
+#: unchanged) and cost O(n · 20,000) beyond, not O(n · N). None = every training customer.
+#: Measured in BENCHMARKS.md §11 (benchmarks/bench_pool_cap.py).
+DEFAULT_POOL_CAP: int | None = 20_000
+
+
 @dataclass(frozen=True)
 class TifuParams:
     """TIFU-KNN's hyperparameters: k neighbours, group size m, decays r_b (inside a group) and
-    r_g (between groups), and α, the weight of the customer's own vector."""
+    r_g (between groups), and α, the weight of the customer's own vector. ``pool_cap``: search
+    neighbours among at most this many training customers, a sample seeded by ``pool_seed``
+    (:func:`capped_pool`; None: all of them)."""
 
     k: int = 300
     m: int = 3
     r_b: float = 1.0
     r_g: float = 0.7
     alpha: float = 0.2
+    pool_cap: int | None = DEFAULT_POOL_CAP
+    pool_seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.pool_cap is not None and self.pool_cap < 1:
+            raise ValueError(f"pool_cap must be >= 1 or None (every customer), got {self.pool_cap}")
+
+
+def capped_pool(train: Instances, cap: int | None, seed: int = 0) -> Instances:
+    """The neighbour pool: ``train`` itself when it has at most ``cap`` instances (or cap is
+    None), else ``cap`` of them drawn uniformly without replacement with ``seed``, in their
+    original order. The search then costs O(n · cap) instead of O(n · len(train)).
+
+    Shapes: train of n -> Instances of min(n, cap).
+    """
+    if cap is None or len(train) <= cap:
+        return train
+    keep = np.sort(np.random.default_rng(seed).choice(len(train), size=cap, replace=False))
+    return Instances(np.asarray(train.users)[keep], np.asarray(train.n_history)[keep])
 
 
 @dataclass(frozen=True)
@@ -345,7 +373,8 @@ def tune_tifu(
 ) -> tuple[TifuParams, float]:
     """TIFU-KNN's two-stage validation grid search (module docstring); returns the best
     parameters and their validation mean NDCG@10,20. Pool rows are keyed by user index, so a
-    validation customer is never its own neighbour."""
+    validation customer is never its own neighbour; the pool is ``start``'s capped pool."""
+    train = capped_pool(train, start.pool_cap, start.pool_seed)
     grid = {key: tuple(grid[key]) if grid and key in grid else v for key, v in DEFAULT_GRID.items()}
     if sample is not None and len(validate) > sample:
         rng = np.random.default_rng(seed)

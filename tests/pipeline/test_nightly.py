@@ -141,3 +141,17 @@ def test_neighbour_pool_cap_goes_to_tifu_knn_or_is_a_clear_error(tmp_path):
     else:
         with pytest.raises(UserError, match=r"neighbours\.pool_cap: .*no neighbour-pool cap"):
             load_job(job)
+
+
+def test_neighbour_pool_cap_also_bounds_each_trained_models_fusion_unless_set_there(tmp_path):
+    log = tmp_path / "log.csv"
+    write_log(generate_log(n_customers=20, n_items=10, mean_baskets=4, seed=0), log)
+    job = write_job(tmp_path / "a", log, neighbours={"pool_cap": 1000}, models={"dnntsp": DNNTSP})
+    assert load_job(job).trained["dnntsp"].neighbour_pool_cap == 1000
+    own = {**DNNTSP, "neighbour_pool_cap": 50}
+    job = write_job(tmp_path / "b", log, neighbours={"pool_cap": 1000}, models={"dnntsp": own})
+    assert load_job(job).trained["dnntsp"].neighbour_pool_cap == 50
+    job = write_job(tmp_path / "c", log, models={"dnntsp": DNNTSP})
+    from basketgnn.scoring.tifu import DEFAULT_POOL_CAP
+
+    assert load_job(job).trained["dnntsp"].neighbour_pool_cap == DEFAULT_POOL_CAP == 20_000

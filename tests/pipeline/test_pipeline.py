@@ -448,3 +448,42 @@ def test_recommend_model_auto_uses_the_best_on_validation_and_says_why(log, tmp_
     assert "recommend.model auto" in (tmp_path / "run" / "pipeline.log").read_text()
     recs = pd.read_parquet(tmp_path / "run" / "recommendations.parquet")
     assert len(recs) > 0
+
+
+def test_evaluation_on_a_seeded_sample_of_test_customers_while_everyone_is_recommended(log, tmp_path):
+    from basketgnn.data.dataset import BasketData
+    from basketgnn.data.split import make_split
+    from basketgnn.pipeline.run import EvaluateSpec, evaluation_split
+
+    config = write_job(tmp_path / "s", log[0], **copy.deepcopy(BASELINES_ONLY), evaluate={"customers": 40})
+    summary = run(config)
+    metrics = json.loads(summary["outputs"]["metrics"].read_text())
+    assert metrics["evaluated_on"]["customers"] == 40
+    assert all(m["n_users"] == 40 for m in metrics["models"])
+    recs = pd.read_parquet(summary["outputs"]["recommendations_parquet"])
+    assert recs["customer_id"].nunique() == log[1]["customer_id"].nunique()  # everyone
+    # The sample: seeded, in order, a subset of the test part; the whole part when small.
+    data = BasketData.load(next((tmp_path / "s" / "run" / "stages").glob("prepare-*")) / "data")
+    sp = make_split(data, "temporal")
+    a, b = (evaluation_split(sp, EvaluateSpec(customers=40, seed=3)) for _ in range(2))
+    np.testing.assert_array_equal(a["test"].users, b["test"].users)
+    assert len(a["test"]) == 40 and np.all(np.diff(a["test"].users) > 0)
+    assert set(a["test"].users) <= set(sp["test"].users)
+    assert a["train"] is sp["train"] and a["validate"] is sp["validate"]
+    other = evaluation_split(sp, EvaluateSpec(customers=40, seed=4))
+    assert not np.array_equal(other["test"].users, a["test"].users)
+    assert evaluation_split(sp, EvaluateSpec(customers=10_000)) is sp
+    # Held out: only customers outside the training sample, then the sample of them.
+    trained_on = np.zeros(data.n_users, dtype=bool)
+    trained_on[::2] = True
+    held = evaluation_split(sp, EvaluateSpec(customers=30, held_out=True), trained_on)
+    assert len(held["test"]) == 30 and not trained_on[held["test"].users].any()
+    everyone = np.ones(data.n_users, dtype=bool)
+    with pytest.raises(UserError, match="every customer is in the training sample"):
+        evaluation_split(sp, EvaluateSpec(held_out=True), everyone)
+    with pytest.raises(UserError, match="evaluate.held_out needs train.sample_customers"):
+        run(write_job(tmp_path / "h", log[0], **copy.deepcopy(BASELINES_ONLY), evaluate={"held_out": True}))
+    # The sample is part of the evaluate stage's hash: the plain job does not reuse its folder.
+    plain = run(write_job(tmp_path / "p", log[0], **copy.deepcopy(BASELINES_ONLY)))
+    names = {Path(s["dir"]).name for s in plain["stages"]} & {Path(s["dir"]).name for s in summary["stages"]}
+    assert not any(n.startswith("evaluate-") for n in names)

@@ -192,3 +192,24 @@ def test_one_standard_error_rule_keeps_a_part_unless_fusing_clearly_helps():
             assert sel["gain_over_better_part"] > sel["standard_error"] or sel["gain_over_better_part"] == 0
     with pytest.raises(ValueError, match="unknown rule"):
         choose_fusion(noise, data, sp["train"], val, tifu=params, rule="worst")
+
+
+def test_a_pool_cap_bounds_tifus_tuning_and_the_chosen_scorer(monkeypatch):
+    import basketgnn.scoring.fusion as fusion_module
+
+    data = random_data(3, n_users=80)
+    sp = make_split(data, "temporal")
+    val = sp["validate"]
+    noise = np.random.default_rng(0).normal(size=(len(val), data.n_items)).astype(np.float32)
+    grid = {"m": (2,), "r_b": (1.0,), "r_g": (0.7,), "k": (5,), "alpha": (0.5,)}
+    seen, real = [], fusion_module.tune_tifu
+
+    def small_grid(data, train, validate, start, *args, **kwargs):
+        seen.append(start.pool_cap)
+        return real(data, train, validate, start, grid, *args, **kwargs)
+
+    monkeypatch.setattr(fusion_module, "tune_tifu", small_grid)
+    fusion = choose_fusion(noise, data, sp["train"], val, chunk=16, rule="best", pool_cap=20)
+    assert seen == [20] and fusion.tuned_tifu.pool_cap == 20
+    assert fusion.weight > 0 and fusion.scorer.vectors.n_rows == 20 < len(sp["train"])
+    assert fusion.scorer.params.pool_cap == 20
