@@ -145,7 +145,7 @@ def test_item_prior_starts_training_at_popularity():
     """With item_prior the first epoch's loss is far below the all-logits-0 start (log 2)."""
     data = planted_data(n_users=80)
     plain, _ = fit(data, epochs=1, lr=1e-3, item_prior=False)
-    prior, _ = fit(data, epochs=1, lr=1e-3)  # the default
+    prior, _ = fit(data, epochs=1, lr=1e-3, item_prior=True)  # a switch, off by default
     assert plain.result.history[0]["train_loss"] > 0.5
     assert prior.result.history[0]["train_loss"] < 0.5 * plain.result.history[0]["train_loss"]
 
