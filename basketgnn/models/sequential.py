@@ -19,6 +19,19 @@ class SequenceOptions(TrainOptions):
     )
 
 
+class PrefixTrainedOptions(SequenceOptions):
+    """SASRec's and BERT4Rec's training defaults, chosen on DC validation, seed 0 (BENCHMARKS.md
+    §8): every prefix of a history as an instance and lr 3e-3 reach a better validation NDCG in
+    fewer epochs than the last basket alone or lr 1e-3."""
+
+    train_prefixes: bool = Field(
+        True, description="Train on every prefix of each training history (predict basket h from baskets < h)."
+    )
+    lr: float = Field(3e-3, gt=0, description="Adam learning rate.")
+    epochs: int = Field(40, ge=1, description="Maximum number of epochs.")
+    patience: int = Field(4, ge=1, description="Stop after this many epochs without a better validation NDCG.")
+
+
 def batches(data: BasketData, instances: Instances, config: SequenceOptions, with_targets: bool) -> SequenceSource:
     """``ModelSpec.batches`` of the sequential models (targets are collated on request)."""
     return sequence_batches(data, instances, config.max_len, config.max_basket_items)

@@ -4,22 +4,13 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from basketgnn.models.sequential import SequenceOptions
+from basketgnn.models.sequential import PrefixTrainedOptions
 
 
-class BERT4RecConfig(SequenceOptions):
+class BERT4RecConfig(PrefixTrainedOptions):
     """Paper defaults (Sun et al. 2019, §4.4): 2 blocks, 2 heads, feed-forward 4d, dropout 0.1,
     GELU; the mask proportion ρ is tuned per data set (0.2 to 0.6 in the paper)."""
 
-    # Training defaults chosen on DC validation, seed 0 (BENCHMARKS.md §8): every prefix of a
-    # history as an instance and lr 3e-3 reach a better validation NDCG in fewer epochs than the
-    # last basket alone or lr 1e-3.
-    train_prefixes: bool = Field(
-        True, description="Train on every prefix of each training history (predict basket h from baskets < h)."
-    )
-    lr: float = Field(3e-3, gt=0, description="Adam learning rate.")
-    epochs: int = Field(40, ge=1, description="Maximum number of epochs.")
-    patience: int = Field(4, ge=1, description="Stop after this many epochs without a better validation NDCG.")
     dim: int = Field(64, ge=1, description="Embedding and model size d (divisible by heads).")
     blocks: int = Field(2, ge=1, description="Number of bidirectional Transformer blocks.")
     heads: int = Field(2, ge=1, description="Attention heads per block.")

@@ -4,22 +4,13 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from basketgnn.models.sequential import SequenceOptions
+from basketgnn.models.sequential import PrefixTrainedOptions
 
 
-class SASRecConfig(SequenceOptions):
+class SASRecConfig(PrefixTrainedOptions):
     """Paper defaults (Kang & McAuley 2018, §IV-C): d = 50, 2 blocks, dropout 0.2 on sparse
     data (0.5 on dense), lr 1e-3; heads > 1 is the multi-head variant the paper tried."""
 
-    # Training defaults chosen on DC validation, seed 0 (BENCHMARKS.md §8): every prefix of a
-    # history as an instance and lr 3e-3 reach a better validation NDCG in fewer epochs than the
-    # last basket alone or lr 1e-3.
-    train_prefixes: bool = Field(
-        True, description="Train on every prefix of each training history (predict basket h from baskets < h)."
-    )
-    lr: float = Field(3e-3, gt=0, description="Adam learning rate.")
-    epochs: int = Field(40, ge=1, description="Maximum number of epochs.")
-    patience: int = Field(4, ge=1, description="Stop after this many epochs without a better validation NDCG.")
     dim: int = Field(64, ge=1, description="Embedding and model size d (divisible by heads).")
     blocks: int = Field(2, ge=1, description="Number of self-attention blocks.")
     heads: int = Field(1, ge=1, description="Attention heads per block (the paper: 1).")
