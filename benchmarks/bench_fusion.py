@@ -38,6 +38,7 @@ from basketgnn.scoring.fusion import ScoreFusion, choose_fusion, fusion_choice
 #: Fusion variants beside the default (chosen on validation in the same way).
 VARIANTS: dict[str, dict] = {
     "tifu-fusion-best": {"rule": "best"},
+    "tifu-fusion-1se": {"rule": "1se"},  # the default before the per-metric TIFU-KNN floor
     "tifu-fusion-minmax": {"transform": "minmax"},
     "tifu-fusion-fine": {"weights": tuple(np.round(np.arange(0, 1.0001, 0.025), 3))},
     "tifu-fusion-tuned-alpha": {"alphas": ()},

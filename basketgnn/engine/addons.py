@@ -189,7 +189,8 @@ def choose_addon(
     """Choose the add-on the config asks for on the validation customers.
 
     ``fusion: tifu``: ``scoring.fusion.choose_fusion`` (TIFU tuned, then λ and α on a grid
-    with the one-standard-error rule), chunk by chunk. ``fusion: neighbours``:
+    among the points at least TIFU-KNN's on every validation metric, with the one-standard-error
+    rule), chunk by chunk. ``fusion: neighbours``:
 
     Every (k, weight) of the grid re-ranks the trained model's validation scores
     ``val_scores`` [n_val, I]; the winner has the best mean of recall, NDCG and PHR at 10 and

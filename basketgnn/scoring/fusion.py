@@ -17,11 +17,15 @@ and items are ranked by the convex combination
 hyperparameters on the validation customers exactly as ``TifuKnn`` does (mean NDCG@10,20),
 then picks (λ, α) from a grid that contains both ends, by the mean of recall, NDCG and PHR at
 10 and 20 on the same validation customers. Ties go to the smaller λ, then to TIFU's tuned α.
-By default a fused point (0 < λ < 1, or TIFU at another α) is only taken when it beats the
-better part alone by more than one standard error of the paired per-customer difference (the
+By default (rule "floor") only points that are at least as good as TIFU-KNN alone (λ = 1 at its
+tuned α) on *each* of those six validation metrics are eligible: TIFU-KNN is what a retailer
+already runs, so the default never trades one of its metrics for another. Among the eligible
+points a fused one (0 < λ < 1, or TIFU at another α) is only taken when it beats the better
+eligible part alone by more than one standard error of the paired per-customer difference (the
 one-standard-error rule: prefer the simpler choice when the gain is within noise); otherwise
-that part alone is used. So the fused model is at least as good on validation as the better of
-its two parts.
+that part alone is used. So the fused model is at least as good on validation as TIFU-KNN on
+every metric, and as the better of its two parts on the criterion. Rule "1se" drops the
+per-metric floor (the choice before it), rule "best" takes the grid's argmax.
 
 Only each customer's ``top`` largest entries of q are kept (CSR), so memory is O(n · top) and
 not O(n · I); λ = 1 therefore equals TIFU-KNN's ranking on the first ``top`` positions. The
@@ -182,11 +186,13 @@ def _fuse_normalised(
 
 @dataclass(frozen=True)
 class FusionPoint:
-    """One grid point: fusion weight λ, TIFU α, and its validation criterion."""
+    """One grid point: fusion weight λ, TIFU α, its validation criterion and the validation
+    metrics it averages ({"recall@10": …}; None in checkpoints written before they were kept)."""
 
     weight: float
     alpha: float
     validation_criterion: float
+    metrics: dict[str, float] | None = None
 
 
 @dataclass
@@ -281,7 +287,9 @@ class ScoreFusion:
             else "fixed"
         )
         sel = self.selection
-        if sel is not None and sel["rule"] == "1se":
+        if sel is not None and sel.get("eligible") is not None:
+            why += f"; {sel['eligible']} of {len(self.grid)} points at least TIFU-KNN's on every validation metric"
+        if sel is not None and sel["rule"] in ("1se", "floor"):
             why += (
                 f"; the best fused point beats the better part by {sel['gain_over_better_part']:.4f}"
                 f" (1 standard error {sel['standard_error']:.4f})"
@@ -340,6 +348,16 @@ def customer_criterion(ranked: np.ndarray, data: BasketData, instances: Instance
 
     Shapes: ranked [n, ≥ max cut-off] item indices, best first -> [n] float64.
     """
+    return _criterion(customer_metrics(ranked, data, instances))
+
+
+def customer_metrics(ranked: np.ndarray, data: BasketData, instances: Instances) -> dict[str, np.ndarray]:
+    """Each instance's own recall, NDCG and PHR at the criterion cut-offs, as
+    ``metrics.ranking_metrics`` defines them ({"recall@10": [n], "ndcg@10": [n], …}, cut-off
+    by cut-off).
+
+    Shapes: ranked [n, ≥ max cut-off] item indices, best first -> {name: [n] float64}.
+    """
     n, n_items = len(instances), data.n_items
     cuts = criterion_ks(n_items)
     targets = data.targets(instances.users, instances.n_history)
@@ -350,13 +368,13 @@ def customer_criterion(ranked: np.ndarray, data: BasketData, instances: Instance
     hits = np.isin(ranked_keys, keys)  # [n, K]
     gain = 1.0 / np.log2(np.arange(2, max(cuts) + 2))  # [K] DCG discount of each position
     ideal = np.cumsum(gain)  # [K] ideal DCG of j + 1 relevant items
-    total = np.zeros(n)
+    out: dict[str, np.ndarray] = {}
     for k in cuts:
         found = hits[:, :k]
-        total += found.sum(axis=1) / sizes  # recall
-        total += (found * gain[:k]).sum(axis=1) / ideal[np.minimum(sizes, k) - 1]  # NDCG
-        total += found.any(axis=1)  # PHR
-    return total / (len(CRITERION) * len(cuts))
+        out[f"recall@{k}"] = found.sum(axis=1) / sizes
+        out[f"ndcg@{k}"] = (found * gain[:k]).sum(axis=1) / ideal[np.minimum(sizes, k) - 1]
+        out[f"phr@{k}"] = found.any(axis=1).astype(np.float64)
+    return out
 
 
 def choose_fusion(
@@ -373,7 +391,7 @@ def choose_fusion(
     tune_sample: int | None = 2000,
     seed: int = 0,
     chunk: int = _CHUNK,
-    rule: Literal["1se", "best"] = "1se",
+    rule: Literal["floor", "1se", "best"] = "floor",
     pool_cap: int | None = DEFAULT_POOL_CAP,
 ) -> ScoreFusion:
     """Choose the fusion of a trained model with TIFU-KNN on the validation customers.
@@ -391,8 +409,10 @@ def choose_fusion(
         rule: "best": the grid point with the best criterion; "1se" (the one-standard-error
             rule): that point only when it beats the better part alone (λ = 0, or λ = 1 at
             TIFU's tuned α) by more than one standard error of the paired per-customer
-            difference, else that part alone. Either way the choice is at least as good on
-            validation as each part alone.
+            difference, else that part alone; "floor" (the default): "1se" among the points
+            that are at least TIFU-KNN alone's on each validation metric (recall, NDCG and PHR
+            at 10 and 20). Each rule's choice is at least as good on the criterion as each
+            eligible part alone (see :func:`select_point`).
     """
     if len(val_scores) != len(validate) or val_scores.shape[1] != data.n_items:
         raise ValueError(f"validation scores {val_scores.shape} for {len(validate)} instances and {data.n_items} items")
@@ -417,27 +437,72 @@ def choose_fusion(
             else:
                 fused = _fuse_normalised(model, None if w == 1 else normalised, by_alpha[a].rows(start, stop), w)
             ranked[w, a][start:stop] = top_k(fused, cut)
-    per_customer = {key: customer_criterion(ranked[key], data, validate) for key in points}  # [n_val] each
-    grid = [FusionPoint(w, a, round(float(per_customer[w, a].mean()), 6)) for w, a in points]
-
-    def order(g: FusionPoint) -> tuple[float, float, int]:  # ties: smaller λ, then TIFU's own α
-        return g.validation_criterion, -g.weight, -alpha_list.index(g.alpha)
-
-    best = max(grid, key=order)
-    part = max((g for g in grid if g.weight == 0 or (g.weight == 1 and g.alpha == tifu.alpha)), key=order)
-    diff = per_customer[best.weight, best.alpha] - per_customer[part.weight, part.alpha]  # [n_val]
-    se = float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
-    gain = float(diff.mean())
-    if rule == "1se" and best != part and gain <= se:
-        best = part
-    elif rule not in ("1se", "best"):
-        raise ValueError(f"unknown rule {rule!r}; use '1se' or 'best'")
-    why = {"rule": rule, "gain_over_better_part": round(gain, 6), "standard_error": round(se, 6)}
+    per_metric = {key: customer_metrics(ranked[key], data, validate) for key in points}  # {name: [n_val]} each
+    (best_w, best_a), why = select_point(per_metric, points, alpha_list, rule)
+    grid = [
+        FusionPoint(w, a, round(float(_criterion(per_metric[w, a]).mean()), 6),
+                    {name: round(float(v.mean()), 6) for name, v in per_metric[w, a].items()})
+        for w, a in points
+    ]
+    best = next(g for g in grid if (g.weight, g.alpha) == (best_w, best_a))
     if best.weight == 0:
         return ScoreFusion(0.0, transform, None, grid, tifu_validation, tifu, why)
     chosen = replace(tifu, alpha=best.alpha)
     scorer = TifuScorer(scorer.vectors, scorer.customer_ids, chosen, top)
     return ScoreFusion(best.weight, transform, scorer, grid, tifu_validation, tifu, why)
+
+
+def _criterion(per_metric: dict[str, np.ndarray]) -> np.ndarray:
+    """Each customer's criterion from its metrics, summed in :func:`customer_metrics`' order
+    (bit for bit :func:`customer_criterion`). Shapes: {name: [n]} -> [n]."""
+    total = np.zeros(len(next(iter(per_metric.values()))))
+    for value in per_metric.values():
+        total += value
+    return total / len(per_metric)
+
+
+def select_point(
+    per_metric: dict[tuple[float, float], dict[str, np.ndarray]],
+    points: Sequence[tuple[float, float]],
+    alphas: Sequence[float],
+    rule: str = "floor",
+) -> tuple[tuple[float, float], dict[str, Any]]:
+    """The grid point a rule keeps, and why (choose_fusion's last step, apart for tests).
+
+    ``points`` are (λ, α) pairs with (0, alphas[0]) the model alone and (1, alphas[0]) TIFU-KNN
+    alone at its tuned α; ``per_metric[point]`` each validation customer's metrics there.
+    Ties go to the smaller λ, then to the earlier α. "best": the best criterion. "1se": that
+    point only when it beats the better part alone by more than one standard error of the
+    paired per-customer difference of the criterion, else that part. "floor": "1se" among the
+    points whose mean of every metric is at least TIFU-KNN alone's (TIFU-KNN always is).
+
+    Shapes: per_metric {point: {name: [n_val]}} -> ((λ, α), record).
+    """
+    if rule not in ("floor", "1se", "best"):
+        raise ValueError(f"unknown rule {rule!r}; use 'floor', '1se' or 'best'")
+    criterion = {key: _criterion(per_metric[key]) for key in points}  # [n_val] each
+    means = {key: {name: float(v.mean()) for name, v in per_metric[key].items()} for key in points}
+    tifu_alone = (1.0, float(alphas[0]))
+
+    def order(key: tuple[float, float]) -> tuple[float, float, int]:
+        w, a = key
+        return round(float(criterion[key].mean()), 6), -w, -list(alphas).index(a)
+
+    eligible = list(points)
+    if rule == "floor":
+        floor = means[tifu_alone]
+        eligible = [key for key in points if all(means[key][name] >= floor[name] for name in floor)]
+    best = max(eligible, key=order)
+    part = max((key for key in eligible if key[0] == 0 or key == tifu_alone), key=order)
+    diff = criterion[best] - criterion[part]  # [n_val]
+    se = float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
+    gain = float(diff.mean())
+    if rule != "best" and best != part and gain <= se:
+        best = part
+    why: dict[str, Any] = {"rule": rule, "gain_over_better_part": round(gain, 6), "standard_error": round(se, 6)}
+    if rule == "floor":
+        why["eligible"] = len(eligible)
+    return best, why
 
 
 def fusion_choice(fusion: ScoreFusion) -> dict[str, Any]:

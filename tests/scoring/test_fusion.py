@@ -12,7 +12,7 @@ import pytest
 
 from basketgnn.data.dataset import from_sequences
 from basketgnn.data.split import Instances, make_split
-from basketgnn.metrics import top_k
+from basketgnn.metrics import ranking_metrics, top_k
 from basketgnn.recommenders.tifu_knn import TifuKnn
 from basketgnn.scoring.fusion import (
     FusionPoint,
@@ -20,6 +20,8 @@ from basketgnn.scoring.fusion import (
     TifuScorer,
     choose_fusion,
     customer_criterion,
+    customer_metrics,
+    select_point,
     validation_criterion,
 )
 from basketgnn.scoring.tifu import TifuParams
@@ -179,7 +181,7 @@ def test_one_standard_error_rule_keeps_a_part_unless_fusing_clearly_helps():
     noise = np.random.default_rng(0).normal(size=(len(val), data.n_items)).astype(np.float32)
     for scale in (0.1, 1.0, 10.0):
         best = choose_fusion(scale * noise, data, sp["train"], val, tifu=params, rule="best")
-        one_se = choose_fusion(scale * noise, data, sp["train"], val, tifu=params)
+        one_se = choose_fusion(scale * noise, data, sp["train"], val, tifu=params, rule="1se")
         sel = one_se.selection
         assert sel is not None and sel["rule"] == "1se"
         ends = [g.validation_criterion for g in one_se.grid if g.weight == 0 or (g.weight == 1 and g.alpha == 0.5)]
@@ -213,3 +215,58 @@ def test_a_pool_cap_bounds_tifus_tuning_and_the_chosen_scorer(monkeypatch):
     assert seen == [20] and fusion.tuned_tifu.pool_cap == 20
     assert fusion.weight > 0 and fusion.scorer.vectors.n_rows == 20 < len(sp["train"])
     assert fusion.scorer.params.pool_cap == 20
+
+
+def _metrics(**means):
+    """Per-customer metrics of 4 customers whose means are ``means`` (the rest 0.5)."""
+    names = [f"{m}@{k}" for k in (10, 20) for m in ("recall", "ndcg", "phr")]
+    spread = np.array([-0.01, 0.01, -0.01, 0.01])
+    return {n: means.get(n.replace("@", ""), 0.5) + spread for n in names}
+
+
+def test_floor_rule_never_trades_a_tifu_metric_for_the_criterion():
+    model, tifu, fused, other_alpha = (0.0, 0.2), (1.0, 0.2), (0.5, 0.2), (0.9, 0.8)
+    points = [model, tifu, fused, other_alpha]
+    per_metric = {
+        model: _metrics(),  # criterion 0.5
+        tifu: _metrics(ndcg10=0.6, ndcg20=0.6),  # the floor
+        fused: _metrics(ndcg10=0.6, ndcg20=0.6, recall10=0.52),  # ≥ TIFU everywhere, a little better
+        # The best criterion, but below TIFU-KNN's NDCG: what "1se" takes and "floor" must not.
+        other_alpha: _metrics(recall10=0.9, recall20=0.9, ndcg10=0.59, ndcg20=0.59),
+    }
+    assert select_point(per_metric, points, [0.2, 0.8], "best")[0] == other_alpha
+    assert select_point(per_metric, points, [0.2, 0.8], "1se")[0] == other_alpha
+    chosen, why = select_point(per_metric, points, [0.2, 0.8], "floor")
+    assert why["eligible"] == 2  # TIFU-KNN alone and the fused point
+    # The fused point gains .02 / 6 on the criterion with no spread in the difference: > 1 SE.
+    assert chosen == fused and why["gain_over_better_part"] > why["standard_error"]
+    # With a gain inside one standard error the floor keeps TIFU-KNN alone.
+    noisy = dict(per_metric)
+    noisy[fused] = {**per_metric[tifu], "recall@10": per_metric[tifu]["recall@10"] + np.array([0.3, -0.29, 0.3, -0.29])}
+    assert select_point(noisy, points, [0.2, 0.8], "floor")[0] == tifu
+    # A model better than TIFU-KNN on every metric is eligible and wins as the better part.
+    strong = {**per_metric, model: _metrics(recall10=0.7, recall20=0.7, ndcg10=0.7, ndcg20=0.7, phr10=0.7, phr20=0.7)}
+    assert select_point(strong, points, [0.2, 0.8], "floor")[0] == model
+    with pytest.raises(ValueError, match="unknown rule"):
+        select_point(per_metric, points, [0.2, 0.8], "worst")
+
+
+def test_customer_metrics_average_to_ranking_metrics_and_the_grid_keeps_them():
+    data = random_data(6, n_users=60)
+    sp = make_split(data, "temporal")
+    test = sp["test"]
+    ranked = top_k(np.random.default_rng(5).random((len(test), data.n_items)), 20)
+    per = customer_metrics(ranked, data, test)
+    targets = data.targets(test.users, test.n_history)
+    expected = ranking_metrics(ranked, targets.values, targets.offsets, data.n_items, ks=(10, 20))
+    assert list(per) == ["recall@10", "ndcg@10", "phr@10", "recall@20", "ndcg@20", "phr@20"]
+    for name, values in per.items():
+        assert values.mean() == pytest.approx(expected[name], abs=1e-9), name
+    val, params = sp["validate"], TifuParams(k=10, m=2, r_b=1.0, r_g=0.7, alpha=0.5)
+    noise = np.random.default_rng(0).normal(size=(len(val), data.n_items)).astype(np.float32)
+    fusion = choose_fusion(noise, data, sp["train"], val, tifu=params)
+    floor = next(g for g in fusion.grid if g.weight == 1.0 and g.alpha == 0.5).metrics
+    chosen = next(g for g in fusion.grid if g.weight == fusion.weight and (fusion.weight == 0 or g.alpha == fusion.alpha))
+    assert all(chosen.metrics[n] >= floor[n] for n in floor)  # the floor holds on validation
+    again = ScoreFusion.from_state(fusion.state())
+    assert again.grid == fusion.grid and again.selection == fusion.selection
