@@ -33,10 +33,15 @@ from common import PROJECT, RESULTS, append_result, shared_dataset
 BIN = [sys.executable, "-m", "basketgnn"]
 
 
-def done(tag: str) -> set[tuple[str, str, int, int | None]]:
+def done(tag: str) -> set[tuple[str, str, int, int | None, str | None]]:
     path = RESULTS / "zoo.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-    return {(r["data"], r["model"], r["seed"], r.get("epochs_cap")) for r in rows if r.get("tag") == tag}
+    return {(r["data"], r["model"], r["seed"], r.get("epochs_cap"), r.get("variant")) for r in rows if r.get("tag") == tag}
+
+
+def data_path(data: str) -> Path:
+    """A published split by name (DC, TaFeng), or a prepared dataset folder (``--data /tmp/real/data``)."""
+    return Path(data) if Path(data).is_dir() else shared_dataset(data)
 
 
 def cpu_children() -> float:
@@ -49,12 +54,34 @@ def run(cmd: list[str], log: Path) -> None:
         subprocess.run(cmd, cwd=PROJECT, stdout=f, stderr=subprocess.STDOUT, check=True)
 
 
-def one(data: str, model: str, seed: int, cap: int | None, config: Path, runs: Path, tag: str) -> dict:
-    out = runs / f"{data}-{model}-s{seed}"  # a rerun with another cap resumes here (epochs is not a training setting)
+def validation_choice(best_pt: Path) -> dict:
+    """The validation criterion (mean of recall, NDCG, PHR @10/@20) of the ranking the run
+    ships (the add-on's chosen grid point) and of the model alone, from best.pt's add-on
+    choice; {} without one."""
+    import torch
+
+    choice = torch.load(best_pt, map_location="cpu", weights_only=False).get("addon_choice") or {}
+    grid = choice.get("grid") or []
+    weight, alpha = choice.get("weight"), (choice.get("tifu") or {}).get("alpha")
+    chosen = next((g for g in grid if g["weight"] == weight and (weight == 0 or g.get("alpha") == alpha)), None)
+    alone = next((g for g in grid if g["weight"] == 0), None)
+    return {
+        "shipped": None if chosen is None else chosen["validation_criterion"],
+        "shipped_metrics": None if chosen is None else chosen.get("metrics"),
+        "model_alone": None if alone is None else alone["validation_criterion"],
+        "model_alone_metrics": None if alone is None else alone.get("metrics"),
+    }
+
+
+def one(data: str, model: str, seed: int, cap: int | None, config: Path, runs: Path, tag: str,
+        variant: str | None = None) -> dict:
+    path, data = data_path(data), Path(data).name  # a folder's rows and runs are named by its last part
+    name = model if variant is None else f"{model}-{variant}"
+    out = runs / f"{data}-{name}-s{seed}"  # a rerun with another cap resumes here (epochs is not a training setting)
     out.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()
     cpu0, t0 = cpu_children(), time.perf_counter()
-    cmd = [*BIN, "train", "--model", model, "--data", str(shared_dataset(data)), "--out", str(out),
+    cmd = [*BIN, "train", "--model", model, "--data", str(path), "--out", str(out),
            "--seed", str(seed), "--config", str(config), "--no-progress"]
     run(cmd + (["--epochs", str(cap)] if cap is not None else []), out / "train.out")
     wall, cpu = time.perf_counter() - t0, cpu_children() - cpu0
@@ -67,7 +94,8 @@ def one(data: str, model: str, seed: int, cap: int | None, config: Path, runs: P
     log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
     best = max(log, key=lambda r: r["val_mean_ndcg"])
     return {
-        "model": model, "tag": tag, "data": data, "seed": seed, "epochs_cap": cap,
+        "model": model, "tag": tag, "data": data, "seed": seed, "epochs_cap": cap, "variant": variant,
+        "config": config.read_text(), "validation": validation_choice(out / "best.pt"),
         "epochs_run": len(log), "best_epoch": best["epoch"], "val_mean_ndcg": best["val_mean_ndcg"],
         "epoch_train_s_median": round(statistics.median(r["train_s"] for r in log), 2),
         "epoch_validate_s_median": round(statistics.median(r["validate_s"] for r in log), 2),
@@ -103,10 +131,12 @@ def summary(tag: str) -> str:
         out.append("| model | seeds | epochs cap | R@10 | N@10 | P@10 | R@20 | N@20 | P@20 "
                    "| epochs run (best) / λ | train wall s |")
         out.append("|---|---|---|---|---|---|---|---|---|---|---|")
-        for model in ("sasrec", "bert4rec", "din"):
+        for model in ("dnntsp", "sasrec", "bert4rec", "din"):
             mine = [r for r in table if r["data"] == data and r["model"] == model]
-            for cap in sorted({r["epochs_cap"] or 0 for r in mine}, reverse=True):  # one row group per cap
-                runs = sorted((r for r in mine if (r["epochs_cap"] or 0) == cap), key=lambda r: r["seed"])
+            groups = sorted({(r["epochs_cap"] or 0, r.get("variant") or "") for r in mine}, key=lambda g: (-g[0], g[1]))
+            for cap, variant in groups:  # one row group per cap and variant
+                runs = sorted((r for r in mine if ((r["epochs_cap"] or 0), r.get("variant") or "") == (cap, variant)),
+                              key=lambda r: r["seed"])
                 seeds = ", ".join(str(r["seed"]) for r in runs)
                 epochs = ", ".join(f"{r['epochs_run']} ({r['best_epoch']})" for r in runs)
                 wall = ", ".join(f"{r['epochs_wall_s']:.0f}" for r in runs)
@@ -115,7 +145,8 @@ def summary(tag: str) -> str:
                     metrics = [r[kind]["metrics"] for r in runs]
                     cells = [mean_std([m[f"{name}@{k}"] for m in metrics]) for k in (10, 20) for name in ("recall", "ndcg", "phr")]
                     extra = [epochs, wall] if kind == "as_trained" else [f"λ = {weights}", ""]
-                    out.append(f"| {model}, {kind.replace('_', ' ')} | {seeds} | {cap or '-'} | " + " | ".join(cells)
+                    label = model if not variant else f"{model} {variant}"
+                    out.append(f"| {label}, {kind.replace('_', ' ')} | {seeds} | {cap or '-'} | " + " | ".join(cells)
                                + " | " + " | ".join(extra) + " |")
         out.append("")
     return "\n".join(out)
@@ -123,28 +154,30 @@ def summary(tag: str) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", nargs="*", default=["DC"], help="DC and/or TaFeng")
+    ap.add_argument("--data", nargs="*", default=["DC"], help="DC and/or TaFeng, or prepared dataset folders")
     ap.add_argument("--models", nargs="*", default=["sasrec", "bert4rec", "din"])
     ap.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2])
     ap.add_argument("--epochs", type=int, default=None, help="cap on epochs (--epochs of train), recorded")
     ap.add_argument("--runs", type=Path, default=PROJECT / "runs" / "zoo")
     ap.add_argument("--tag", default="cli")
     ap.add_argument("--summary", action="store_true", help="print the tables of zoo.jsonl's rows and exit")
+    ap.add_argument("--variant", default=None, help="name of a config variant (rows, run folders and its YAML)")
+    ap.add_argument("--set", action="append", default=[], help="key=value of the variant's config (YAML)")
     args = ap.parse_args()
     if args.summary:
         print(summary(args.tag))
         return
     args.runs.mkdir(parents=True, exist_ok=True)
-    config = args.runs / "threads1.yaml"
-    config.write_text("threads: 1\n")  # one thread: see BENCHMARKS.md §8
+    config = args.runs / ("threads1.yaml" if args.variant is None else f"{args.variant}.yaml")
+    config.write_text("threads: 1\n" + "".join(f"{kv.replace('=', ': ', 1)}\n" for kv in args.set))  # one thread: §8
     for data in args.data:
         for model in args.models:
             for seed in args.seeds:
-                if (data, model, seed, args.epochs) in done(args.tag):  # read again: runners run side by side
+                if (Path(data).name, model, seed, args.epochs, args.variant) in done(args.tag):  # read again: runners run side by side
                     print(f"skip {data} {model} seed {seed}: in zoo.jsonl", flush=True)
                     continue
                 print(f"{time.strftime('%H:%M:%S')} {data} {model} seed {seed}", flush=True)
-                row = one(data, model, seed, args.epochs, config, args.runs, args.tag)
+                row = one(data, model, seed, args.epochs, config, args.runs, args.tag, args.variant)
                 append_result("zoo", row)
                 print(f"{time.strftime('%H:%M:%S')} done {data} {model} seed {seed}: {row['epochs_run']} epochs "
                       f"(best {row['best_epoch']}), {row['train_wall_s']} s wall", flush=True)

@@ -63,7 +63,9 @@ def test_rank_items_uses_rank_and_the_neighbour_addon_ranks_densely():
     items, values = rank_items(rec, data, sp["test"], 10, chunk=7)
     want_items, want_values = dense_top_k(rec, data, sp["test"], 10)
     np.testing.assert_array_equal(items, want_items)
-    np.testing.assert_array_equal(values, want_values)
+    # Chunks of 7 customers against one dense batch: BLAS may sum in another order (CI saw
+    # 1-ulp differences in 3 of 800 values), so the scores agree to float32 rounding.
+    np.testing.assert_allclose(values, want_values, rtol=1e-6, atol=0)
 
 
 def test_rank_of_no_instances():
