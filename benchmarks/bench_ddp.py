@@ -60,8 +60,12 @@ def main() -> None:
             test_json = out / "test.json"
             run([sys.executable, "-m", "basketgnn", "evaluate", "--checkpoint", str(out / "best.pt"),
                  "--output", str(test_json)], args.threads)
+            model_json = out / "test_model_only.json"  # the network alone, without the fusion add-on
+            run([sys.executable, "-m", "basketgnn", "evaluate", "--checkpoint", str(out / "best.pt"),
+                 "--model-only", "--output", str(model_json)], args.threads)
             log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
             test = json.loads(test_json.read_text())["metrics"]
+            test_model = json.loads(model_json.read_text())["metrics"]
             record = {
                 "bench": "ddp", "data": args.data, "seed": seed, "processes": procs,
                 "threads_per_process": threads, "epochs": args.epochs,
@@ -72,6 +76,8 @@ def main() -> None:
                 "val_mean_ndcg": [r["val_mean_ndcg"] for r in log],
                 "train_command_s": round(train_wall, 1),
                 "test": {k: round(v, 4) for k, v in test.items() if k.split("@")[0] in ("recall", "ndcg", "phr")},
+                "test_model_only": {k: round(v, 4) for k, v in test_model.items()
+                                    if k.split("@")[0] in ("recall", "ndcg", "phr")},
                 "load_1min_before": round(load_before, 2), "load_1min_after": round(os.getloadavg()[0], 2),
             }
             append_result("ddp", record)

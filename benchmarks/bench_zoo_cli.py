@@ -60,16 +60,27 @@ def validation_choice(best_pt: Path) -> dict:
     choice; {} without one."""
     import torch
 
-    choice = torch.load(best_pt, map_location="cpu", weights_only=False).get("addon_choice") or {}
+    state = torch.load(best_pt, map_location="cpu", weights_only=False)
+    choice = (state.get("extras") or {}).get("addon_choice") or state.get("addon_choice") or {}
     grid = choice.get("grid") or []
     weight, alpha = choice.get("weight"), (choice.get("tifu") or {}).get("alpha")
-    chosen = next((g for g in grid if g["weight"] == weight and (weight == 0 or g.get("alpha") == alpha)), None)
-    alone = next((g for g in grid if g["weight"] == 0), None)
+
+    def near(a, b) -> bool:  # grid weights are sums of floats (0.30000000000000004)
+        return a is not None and b is not None and abs(a - b) < 1e-9
+
+    chosen = next((g for g in grid if near(g["weight"], weight) and (near(weight, 0) or near(g.get("alpha"), alpha))), None)
+    alone = next((g for g in grid if near(g["weight"], 0)), None)
+    shipped = None if chosen is None else chosen["validation_criterion"]
+    if shipped is None and weight is not None:  # the ends, from the choice's own record
+        shipped = choice.get("tifu_alone") if near(weight, 1) else choice.get("model_alone") if near(weight, 0) else None
     return {
-        "shipped": None if chosen is None else chosen["validation_criterion"],
+        "shipped": shipped,
+        "grid_best": choice.get("validation_criterion"),
         "shipped_metrics": None if chosen is None else chosen.get("metrics"),
-        "model_alone": None if alone is None else alone["validation_criterion"],
+        "model_alone": choice.get("model_alone", None if alone is None else alone["validation_criterion"]),
         "model_alone_metrics": None if alone is None else alone.get("metrics"),
+        "tifu_alone": choice.get("tifu_alone"),
+        "weight": weight,
     }
 
 
