@@ -70,17 +70,12 @@ def validation_choice(best_pt: Path) -> dict:
 
     chosen = next((g for g in grid if near(g["weight"], weight) and (near(weight, 0) or near(g.get("alpha"), alpha))), None)
     alone = next((g for g in grid if near(g["weight"], 0)), None)
-<<<<<<< HEAD
     shipped = None if chosen is None else chosen["validation_criterion"]
     if shipped is None and weight is not None:  # the ends, from the choice's own record
         shipped = choice.get("tifu_alone") if near(weight, 1) else choice.get("model_alone") if near(weight, 0) else None
     return {
         "shipped": shipped,
         "grid_best": choice.get("validation_criterion"),
-=======
-    return {
-        "shipped": choice.get("validation_criterion", None if chosen is None else chosen["validation_criterion"]),
->>>>>>> b5d0fd0 (Pipeline recommend.threads: score a trained model with N threads (the TIFU search beside the forward) without changing any stage's key; tested: same rows, threads reach rank())
         "shipped_metrics": None if chosen is None else chosen.get("metrics"),
         "model_alone": choice.get("model_alone", None if alone is None else alone["validation_criterion"]),
         "model_alone_metrics": None if alone is None else alone.get("metrics"),
