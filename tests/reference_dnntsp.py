@@ -199,6 +199,8 @@ def reference_scores(
                 times = [t for t, s in enumerate(baskets) if i in s]
                 gap = T - 1 - max(times)
                 phi = [math.log(1 + len(times)), len(times) / T, 1 / (1 + gap), float(gap == 0)]
+                # membership flags: bought j baskets before the target, j = 0 .. K - 1
+                phi += [float(T - 1 - j >= 0 and i in baskets[T - 1 - j]) for j in range(model.scorer.membership_steps)]
                 extra[u, i] = torch.tensor(phi, dtype=scores.dtype) @ model.scorer.repeat
         scores = scores + extra
     if model.scorer.context is not None:  # beyond the paper: + E_i . (W_c mean_i z_{u,i})

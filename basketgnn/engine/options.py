@@ -32,6 +32,12 @@ class TrainOptions(BaseModel):
     epochs: int = Field(100, ge=1, description="Maximum number of epochs.")
     patience: int = Field(10, ge=1, description="Stop after this many epochs without a better validation NDCG.")
     lr_patience: int = Field(3, ge=0, description="ReduceLROnPlateau patience (epochs, on training loss).")
+    lr_schedule: Literal["plateau", "cosine"] = Field(
+        "plateau",
+        description="Learning-rate schedule: plateau (the paper's: ReduceLROnPlateau on the "
+        "training loss, see lr_patience) or cosine (beyond the paper, as PIETSP: lr * (1 + "
+        "cos(pi * e / epochs)) / 2 after epoch e, so epochs sets the schedule's length).",
+    )
     train_prefixes: bool = Field(
         False,
         description="Beyond the paper: train on every prefix of each training history "

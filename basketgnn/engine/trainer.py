@@ -3,8 +3,8 @@ crash-safe resume. The model supplies a :class:`basketgnn.engine.spec.ModelSpec`
 names a model.
 
 Each epoch: batches of instances with similar history length (little padding) in a seeded
-random order; Adam; ReduceLROnPlateau on the mean training loss; mean validation NDCG over
-K in {10, 20, 30, 40} decides the best checkpoint and early stopping. After training the best
+random order; Adam; ReduceLROnPlateau on the mean training loss, or a cosine schedule
+(``lr_schedule``); mean validation NDCG over K in {10, 20, 30, 40} decides the best checkpoint and early stopping. After training the best
 weights are restored and the ranking add-on step runs (:mod:`basketgnn.engine.addons`).
 
 Files in ``out_dir``:
@@ -314,9 +314,7 @@ def _train_model(
     if warm_start is not None and ctx.rank == 0:
         warm = apply_warm_start(module, spec, config, read_previous(warm_start, spec), data.item_ids)
     optimizer = torch.optim.Adam(module.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
-        optimizer, mode="min", patience=config.lr_patience
-    )
+    scheduler = make_scheduler(optimizer, config)
     plan = plan or BatchPlan(config.batch_size, ctx.world_size, ctx.rank, config.batch_work)
     if (plan.world_size, plan.rank) != (ctx.world_size, ctx.rank):
         raise ValueError(f"{plan} does not match this process (rank {ctx.rank} of {ctx.world_size})")
@@ -413,7 +411,10 @@ def _train_model(
             distributed.broadcast_buffers(module)
         else:
             train_loss = float(np.mean(losses))
-        scheduler.step(train_loss)
+        if config.lr_schedule == "cosine":
+            scheduler.step()  # lr of the next epoch: lr * (1 + cos(pi * epoch / epochs)) / 2
+        else:
+            scheduler.step(train_loss)
         train_s = time.perf_counter() - t0
         val, _ = validation_metrics(module, val_part_source, data, val_part, device, score_work)
         if val_part is not validate:
@@ -480,6 +481,15 @@ def _train_model(
     )
 
 
+def make_scheduler(optimizer: torch.optim.Optimizer, config: TrainOptions):
+    """The learning-rate schedule of ``config.lr_schedule``, stepped once per epoch:
+    ReduceLROnPlateau on the epoch's training loss (plateau), or cosine annealing from ``lr`` to
+    0 over ``config.epochs`` epochs (cosine)."""
+    if config.lr_schedule == "cosine":
+        return torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=config.epochs)
+    return torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, mode="min", patience=config.lr_patience)
+
+
 def _save_resume(path: Path, model_name, module, optimizer, scheduler, epoch, best, history, config, fingerprint) -> None:
     with atomic_path(path) as tmp:
         torch.save(
@@ -502,9 +512,13 @@ def _load_resume(path: Path, model_name: str, config: TrainOptions, fingerprint:
     if not path.is_file():
         return None
     state = torch.load(path, map_location="cpu", weights_only=False)
-    # Settings that do not change training: the add-on options only act after it.
-    ignored = ("device", "threads", "epochs", *ADDON_OPTIONS)
-    same_run = {k: v for k, v in state["config"].items() if k not in ignored}
+    # Settings that do not change training: the add-on options only act after it. Under the
+    # cosine schedule, epochs sets the learning rate of every epoch, so it is part of the run.
+    ignored = ("device", "threads", *ADDON_OPTIONS) + (() if config.lr_schedule == "cosine" else ("epochs",))
+    # A resume.pt written before an option existed ran with that option's default.
+    defaults = {name: field.get_default(call_default_factory=True) for name, field in type(config).model_fields.items()}
+    written = {**defaults, **state["config"]}
+    same_run = {k: v for k, v in written.items() if k not in ignored}
     wanted = {k: v for k, v in config.model_dump().items() if k not in ignored}
     if (
         same_run != wanted

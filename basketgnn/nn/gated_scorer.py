@@ -4,7 +4,10 @@
     y_i = w_o . ê_i + b_o
 
 Optionally (beyond the paper) a user's own items also get a learned linear term over repeat
-features φ (see :func:`repeat_features`): y_i += v . φ_{u,i}, with v initialised to 0.
+features φ (see :func:`repeat_features`): y_i += v . φ_{u,i}, with v initialised to 0. With
+``membership_steps`` K > 0, φ also holds K membership flags (PIETSP's multi-hot matrix over the
+last K steps, :func:`membership_features`): whether the item was bought 0, 1, ..., K - 1 baskets
+before the target, so v can learn a purchase cycle.
 
 Optionally (beyond the paper) every item also gets a user-context term, so items outside the
 history are ranked per user too: h_u = mean of z_{u,i} over i in V_u, y_i += E_i . (W_c h_u),
@@ -33,7 +36,7 @@ from torch import nn
 
 from basketgnn.nn.target_attention import TargetAttention, chunk_size, pad_segments
 
-REPEAT_FEATURES = 4
+REPEAT_FEATURES = 4  # without membership flags
 EXPLORE_CHUNK_ELEMENTS = 1 << 22
 
 
@@ -49,6 +52,18 @@ def repeat_features(
     )
 
 
+def membership_features(
+    seq_present: torch.Tensor, length: torch.Tensor, steps: int, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
+    """Per user-node flags: bought in the basket j steps before the target, j = 0 (the last
+    basket) .. steps - 1; 0 before the first basket. Shapes: seq_present [M, T] bool (node m
+    bought at timestamp t, left-aligned), length [M] its user's T -> [M, steps]."""
+    t = length.unsqueeze(1) - 1 - torch.arange(steps, device=length.device)  # [M, steps]
+    inside = t >= 0
+    flags = seq_present.gather(1, t.clamp(min=0, max=max(seq_present.shape[1] - 1, 0)))
+    return (flags & inside).to(dtype)
+
+
 class GatedScorer(nn.Module):
     """Scores every catalogue item for every user of the batch.
 
@@ -62,9 +77,10 @@ class GatedScorer(nn.Module):
         item_bias: add a per-item output bias b_i (beyond the paper; 0 until set_item_prior).
         explore_attention: add DIN's target-attention term for items outside the history
             (beyond the paper).
+        membership_steps: K membership flags in the repeat features (needs repeat_features).
 
     Shapes: embedding E [I, d]; z [M, d] per user-node; node_item [M]; node_user [M];
-    node_features [M, 4] (with repeat_features) -> scores [B, I].
+    node_features [M, 4 + K] (with repeat_features) -> scores [B, I].
     """
 
     def __init__(
@@ -76,6 +92,7 @@ class GatedScorer(nn.Module):
         user_context: bool = False,
         item_bias: bool = False,
         explore_attention: bool = False,
+        membership_steps: int = 0,
     ) -> None:
         super().__init__()
         if gate not in ("learned", "fixed", "off"):
@@ -83,7 +100,10 @@ class GatedScorer(nn.Module):
         self.gate = gate
         self.alpha = nn.Parameter(torch.rand(num_items)) if gate == "learned" else None
         self.out = nn.Linear(dim, 1)
-        self.repeat = nn.Parameter(torch.zeros(REPEAT_FEATURES)) if repeat_features else None
+        if membership_steps and not repeat_features:
+            raise ValueError("membership_steps needs repeat_features")
+        self.membership_steps = membership_steps
+        self.repeat = nn.Parameter(torch.zeros(REPEAT_FEATURES + membership_steps)) if repeat_features else None
         self.context = nn.Parameter(torch.zeros(dim, dim)) if user_context else None
         self.item_bias = nn.Parameter(torch.zeros(num_items)) if item_bias else None
         self.explore = TargetAttention(dim) if explore_attention else None
@@ -131,7 +151,7 @@ class GatedScorer(nn.Module):
         # index_select rather than base[node_item]: a faster backward on CPU, same values.
         correction = self.gate_values(node_item) * (z @ w_o - lin.index_select(0, node_item))
         if self.repeat is not None:
-            assert node_features is not None, "repeat_features needs node_features [M, 4]"
+            assert node_features is not None, "repeat_features needs node_features [M, 4 + K]"
             correction = correction + node_features.to(z.dtype) @ self.repeat  # [M]
         return base, correction
 

@@ -77,6 +77,54 @@ def test_interrupted_run_resumes_to_identical_result(tmp_path):
     assert (tmp_path / "cut" / "best.pt").is_file()
 
 
+def test_cosine_schedule_follows_its_formula_and_resumes_exactly(tmp_path):
+    data = planted_data(n_users=80)
+    whole, _ = fit(data, tmp_path / "whole", epochs=6, lr_schedule="cosine")
+    lr = FAST["lr"]
+    # The log's lr is the one after epoch e (the next epoch's, as with plateau): it trained with
+    # lr * (1 + cos(pi * (e - 1) / 6)) / 2 and logs lr * (1 + cos(pi * e / 6)) / 2.
+    want = [lr * (1 + np.cos(np.pi * e / 6)) / 2 for e in range(1, 7)]
+    np.testing.assert_allclose([r["lr"] for r in whole.result.history], want, rtol=1e-9, atol=1e-15)
+
+    class Killed(Exception):
+        pass
+
+    def kill_after_3(record):
+        if record["epoch"] == 3:
+            raise Killed  # after epoch 3's files are written, as a kill would leave them
+
+    sp = make_split(data, "temporal")
+    config = DNNTSPConfig(**{**FAST, "epochs": 6, "lr_schedule": "cosine"})
+    with pytest.raises(Killed):
+        NeuralRecommender(SPEC, config, out_dir=tmp_path / "killed", on_epoch=kill_after_3).fit(
+            data, sp["train"], sp["validate"])
+    resumed_from_3, _ = fit(data, tmp_path / "killed", epochs=6, lr_schedule="cosine")
+    assert [r["epoch"] for r in resumed_from_3.result.history] == list(range(1, 7))
+    for a, b in zip(whole.result.history, resumed_from_3.result.history):
+        assert a["train_loss"] == b["train_loss"] and a["lr"] == b["lr"]
+    for k, v in whole.model.state_dict().items():
+        assert torch.equal(v, resumed_from_3.model.state_dict()[k]), k
+
+
+def test_cosine_schedule_length_is_part_of_the_run(tmp_path):
+    data = planted_data(n_users=80)
+    fit(data, tmp_path, epochs=2, lr_schedule="cosine")
+    longer, _ = fit(data, tmp_path, epochs=4, lr_schedule="cosine")  # another schedule: a new run
+    assert [r["epoch"] for r in longer.result.history] == [1, 2, 3, 4]
+    assert longer.result.history[1]["lr"] == pytest.approx(FAST["lr"] / 2)  # after epoch 2 of 4
+
+
+def test_resume_of_a_state_written_before_an_option_existed(tmp_path):
+    data = planted_data(n_users=80)
+    first, _ = fit(data, tmp_path, epochs=2)
+    state = torch.load(tmp_path / "resume.pt", weights_only=False)
+    del state["config"]["lr_schedule"]  # as written by the code before lr_schedule
+    torch.save(state, tmp_path / "resume.pt")
+    again, _ = fit(data, tmp_path, epochs=3)
+    assert [r["epoch"] for r in again.result.history] == [1, 2, 3]
+    assert again.result.history[:2] == first.result.history  # resumed, not restarted
+
+
 def test_resume_is_not_used_for_a_different_config(tmp_path):
     data = planted_data(n_users=80)
     fit(data, tmp_path, epochs=2)

@@ -68,6 +68,8 @@ SWITCHES = {
     "presence": {"presence": True},
     "presence_gcn_off": {"presence": True, "gcn": False},
     "repeat_features": {"repeat_features": True},
+    "membership": {"repeat_features": True, "membership_steps": 3},
+    "membership_longer_than_history": {"repeat_features": True, "membership_steps": 10},
     "user_context": {"user_context": True},
 }
 

@@ -189,6 +189,29 @@ def test_changing_only_where_training_runs_reruns_nothing(first, log, tmp_path):
     assert summary["ran"] == []
 
 
+def test_recommend_threads_score_with_two_threads_and_the_same_rows(first, log, tmp_path, monkeypatch):
+    from basketgnn.engine.recommender import NeuralRecommender
+
+    config, _ = first
+    shutil.copytree(config.parent / "run", tmp_path / "run")
+    before = pd.read_parquet(tmp_path / "run" / "recommendations.parquet")
+    job = write_job(tmp_path, log[0], recommend={"k": K, "threads": 2})
+    assert run(job)["ran"] == []  # scoring threads are not part of any stage's key
+    used: list[int] = []
+    original = NeuralRecommender.rank
+
+    def rank(self, *args, **kwargs):
+        used.append(self.config.threads)  # what rank() scores with (_threads)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(NeuralRecommender, "rank", rank)
+    for stage in (tmp_path / "run" / "stages").glob("recommend-*"):
+        shutil.rmtree(stage)
+    summary = run(job)
+    assert status(summary)["recommend"] == "ran" and used and set(used) == {2}  # the model says 1
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "run" / "recommendations.parquet"), before)
+
+
 def test_killed_mid_training_then_rerun_ends_as_an_uninterrupted_run(
     first, log, tmp_path, monkeypatch
 ):

@@ -27,7 +27,7 @@ from torch import nn
 from basketgnn.engine.options import TrainOptions
 from basketgnn.graph.cooccurrence import GraphBatch
 from basketgnn.nn.aggregation import TemporalAggregation
-from basketgnn.nn.gated_scorer import GatedScorer, repeat_features
+from basketgnn.nn.gated_scorer import GatedScorer, membership_features, repeat_features
 from basketgnn.nn.temporal_attention import MaskedTemporalSelfAttention
 from basketgnn.nn.weighted_gcn import WeightedGCN
 
@@ -70,6 +70,14 @@ class DNNTSPConfig(TrainOptions):
         description="Beyond the paper: score a customer's own items with a learned term over "
         "purchase count and recency as well.",
     )
+    membership_steps: int = Field(
+        0,
+        ge=0,
+        le=64,
+        description="Beyond the paper (PIETSP's membership matrix): the repeat term also sees "
+        "whether the item was bought in each of the customer's last K baskets, K flags (0 = "
+        "off; needs repeat_features).",
+    )
     user_context: bool = Field(
         False,
         description="Beyond the paper: rank items outside the history per customer too, from "
@@ -106,6 +114,8 @@ class DNNTSPConfig(TrainOptions):
                 f"embed_dim {self.embed_dim} must be divisible by heads {self.heads} "
                 "(or use head_merge: mean)"
             )
+        if self.membership_steps and not self.repeat_features:
+            raise ValueError("membership_steps needs repeat_features: true (the flags are repeat features)")
         return self
 
 
@@ -132,6 +142,7 @@ class DNNTSP(nn.Module):
         user_context: bool = False,
         item_prior: bool = False,
         explore_attention: bool = False,
+        membership_steps: int = 0,
     ) -> None:
         super().__init__()
         self.num_items = num_items
@@ -146,6 +157,7 @@ class DNNTSP(nn.Module):
         self.scorer = GatedScorer(
             num_items, embed_dim, gate, repeat_features, user_context,
             item_bias=item_prior, explore_attention=explore_attention,
+            membership_steps=membership_steps,
         )
 
     @classmethod
@@ -166,6 +178,7 @@ class DNNTSP(nn.Module):
             user_context=config.user_context,
             item_prior=config.item_prior,
             explore_attention=config.explore_attention,
+            membership_steps=config.membership_steps,
         )
 
     def init_item_prior(self, target_items: torch.Tensor | np.ndarray, n_targets: int) -> None:
@@ -238,4 +251,9 @@ class DNNTSP(nn.Module):
     def _node_features(self, batch: GraphBatch, z: torch.Tensor) -> torch.Tensor | None:
         if self.scorer.repeat is None:
             return None
-        return repeat_features(batch.node_count, batch.node_last, batch.node_len, z.dtype)  # [M, 4]
+        phi = repeat_features(batch.node_count, batch.node_last, batch.node_len, z.dtype)  # [M, 4]
+        steps = self.scorer.membership_steps
+        if steps:
+            seq_present = batch.row_present.index_select(0, batch.seq_row.reshape(-1)).view(batch.seq_row.shape)
+            phi = torch.cat([phi, membership_features(seq_present, batch.node_len, steps, z.dtype)], dim=1)
+        return phi  # [M, 4 + K]
