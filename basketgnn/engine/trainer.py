@@ -4,8 +4,9 @@ names a model.
 
 Each epoch: batches of instances with similar history length (little padding) in a seeded
 random order; Adam; ReduceLROnPlateau on the mean training loss, or a cosine schedule
-(``lr_schedule``); mean validation NDCG over K in {10, 20, 30, 40} decides the best checkpoint and early stopping. After training the best
-weights are restored and the ranking add-on step runs (:mod:`basketgnn.engine.addons`).
+(``lr_schedule``); mean validation NDCG over K in {10, 20, 30, 40} decides the best checkpoint
+and early stopping. After training the best weights are restored and the ranking add-on step
+runs (:mod:`basketgnn.engine.addons`).
 
 Files in ``out_dir``:
     best.pt            the best checkpoint (engine.checkpoint: model name, config, weights,
