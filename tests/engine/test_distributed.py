@@ -133,8 +133,9 @@ def test_a_warm_start_read_by_rank_0_reaches_every_rank(ddp_runs):
     assert (r0["best_epoch"], r0["epochs_run"]) == (r1["best_epoch"], r1["epochs_run"])
     # Epoch 0 (the warm model) is the one to beat: the kept model validates at least as well as
     # the checkpoint it started from.
+    # (the history keeps 6 decimals, so compare to its rounding)
     best_whole = max(r["val_mean_ndcg"] for r in result("whole", 3, 0)["history"])
-    assert r0["best_validation"]["mean_ndcg"] >= best_whole - 1e-9
+    assert r0["best_validation"]["mean_ndcg"] >= best_whole - 5e-7
     assert r1["best_validation"] == r0["best_validation"]
 
 

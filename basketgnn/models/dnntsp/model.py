@@ -38,7 +38,7 @@ class DNNTSPConfig(TrainOptions):
     (:class:`basketgnn.engine.options.TrainOptions`).
 
     The defaults are basketgnn's product settings: the published model plus three measured
-    improvements (presence, repeat_features, dropout 0.4; see BENCHMARKS.md) and a history cap
+    improvements (presence, repeat_features, dropout 0.2; see BENCHMARKS.md §5, §9) and a history cap
     for long histories (max_history 20; BENCHMARKS.md §7); a start from item popularity
     (item_prior) is a switch, off by default (§9). The paper's exact
     configuration is ``configs/published.yaml``; the :class:`DNNTSP` constructor's own defaults
@@ -59,7 +59,10 @@ class DNNTSPConfig(TrainOptions):
     gate: Literal["learned", "fixed", "off"] = Field(
         "learned", description="Gated update: learned alpha per item, fixed 0.5, or off (alpha = 1)."
     )
-    dropout: float = Field(0.4, ge=0.0, lt=1.0, description="Dropout in GCN and attention (published: 0).")
+    dropout: float = Field(
+        0.2, ge=0.0, lt=1.0,
+        description="Dropout in GCN and attention (published: 0; 0.4 before issue 11, BENCHMARKS.md §5).",
+    )
     presence: bool = Field(
         True,
         description="Beyond the paper: add a learned vector to an item's input at the timestamps "
