@@ -41,7 +41,7 @@ from basketgnn.scoring.fusion import ScoreFusion, choose_fusion, fusion_choice
 from basketgnn.scoring.tifu import DEFAULT_POOL_CAP
 
 #: Config options that only act after training (a resumed training ignores changes to them).
-ADDON_OPTIONS: tuple[str, ...] = ("fusion", "neighbour_weight", "neighbour_k", "neighbour_top")
+ADDON_OPTIONS: tuple[str, ...] = ("fusion", "transitions", "neighbour_weight", "neighbour_k", "neighbour_top")
 #: Weights and neighbour counts tried when the config asks for "auto".
 NEIGHBOUR_WEIGHTS: tuple[float, ...] = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5)
 NEIGHBOUR_KS: tuple[int, ...] = (100, 300)
@@ -202,7 +202,10 @@ def choose_addon(
         return None, None
     if config.fusion == "tifu":
         cap = getattr(config, "neighbour_pool_cap", DEFAULT_POOL_CAP)
-        fusion = choose_fusion(val_scores, data, train, validate, chunk=_FUSE_CHUNK, pool_cap=cap)
+        fusion = choose_fusion(
+            val_scores, data, train, validate, chunk=_FUSE_CHUNK, pool_cap=cap,
+            transitions=bool(getattr(config, "transitions", False)),
+        )
         d = fusion_choice(fusion)
         choice = AddOnChoice.from_dict(d)
         return (FusionAddOn(fusion) if fusion.weight > 0 else None), choice

@@ -57,6 +57,13 @@ class TrainOptions(BaseModel):
         "(off). A config that sets neighbour_weight or neighbour_k but not fusion means "
         "neighbours (off when neighbour_weight is 0), as before.",
     )
+    transitions: bool = Field(
+        True,
+        description="Beyond the paper (issue 11): with fusion: tifu, also try adding nu * the "
+        "customer's item-transition score (what the training customers buy in the basket after "
+        "one holding the customer's items; basketgnn.scoring.transitions), nu and how the score "
+        "is read chosen on the validation customers with the fusion weight, 0 included.",
+    )
     neighbour_weight: float | Literal["auto"] = Field(
         "auto",
         description="With fusion: neighbours, rank items by sigmoid(score) + neighbour_weight * "

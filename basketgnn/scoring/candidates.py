@@ -7,10 +7,10 @@ items (:meth:`basketgnn.nn.gated_scorer.GatedScorer.node_scores`). Such scores a
 
 Fused with TIFU-KNN (:mod:`basketgnn.scoring.fusion`), customer u ranks item i by
 
-    f_{u,i} = (1 − λ) · sigmoid(s_{u,i}) + λ · q_{u,i}        (λ = 0: f = s, the model alone)
+    f_{u,i} = (1 − λ) · sigmoid(s_{u,i}) + a_{u,i}            (λ = 0: f = s, the model alone)
 
-where q is 0 outside the customer's kept TIFU entries T_u. Let S_u = V_u ∪ T_u (own items and
-TIFU items). Outside S_u, f_{u,i} = g_i := (1 − λ) · sigmoid(base_i) depends on the item only,
+where the addend a = λ · q (+ ν · t with item transitions) is 0 outside the customer's kept
+entries T_u. Let S_u = V_u ∪ T_u (own items and addend items). Outside S_u, f_{u,i} = g_i := (1 − λ) · sigmoid(base_i) depends on the item only,
 so sort the catalogue once by (g desc, item asc), the order of the ranking itself. Then:
 
     **the top k of customer u lie in S_u ∪ G_u, G_u = the first k items of that order not in S_u.**
@@ -19,7 +19,7 @@ Proof: an item outside S_u ∪ G_u has f = g and comes after all k items of G_u 
 (g desc, item asc), so k items rank before it. No condition or fallback is needed: the ranking of
 the |S_u| + k candidates by (f desc, item asc) is exactly the dense ranking, ties included, and
 the values are computed with the same float64 operations as the dense fusion
-(``fusion.fuse``: (1 − λ) · sigmoid(s), then + λ · q), so scores agree bit for bit.
+(``fusion.fuse``: (1 − λ) · sigmoid(s), then + a), so scores agree bit for bit.
 
 G_u is found without sorting per customer: with pos(i) the item's place in the global order and
 L_u the shortest prefix holding k items outside S_u, L_u = k + |{j ∈ S_u : pos(j) < L_u}|, the
@@ -77,35 +77,45 @@ class SharedScores:
         return out
 
 
-def fused_value(scores: np.ndarray, weight: float, tifu: np.ndarray | None = None) -> np.ndarray:
+def fused_value(scores: np.ndarray, weight: float, addend: np.ndarray | None = None) -> np.ndarray:
     """f of the module docstring with exactly the dense fusion's float operations: the scores
-    themselves when weight is 0, else (1 − weight) · sigmoid(scores) [+ weight · tifu].
-    Shapes: scores [m], tifu [m] or None -> [m] (float64 unless weight is 0)."""
+    themselves when weight is 0, else (1 − weight) · sigmoid(scores) [+ addend].
+    Shapes: scores [m], addend [m] or None -> [m] (float64 unless weight is 0)."""
     if weight == 0:
         return scores
     out = (1.0 - weight) * sigmoid(scores)
-    if tifu is not None:
-        out = out + weight * tifu
+    if addend is not None:
+        out = out + addend
     return out
 
 
 def fused_top_k(
-    scores: SharedScores, k: int, tifu: SparseScores | None = None, weight: float = 0.0
+    scores: SharedScores,
+    k: int,
+    tifu: SparseScores | None = None,
+    weight: float = 0.0,
+    *,
+    addend: SparseScores | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's top k of ``fusion.fuse(scores.dense(), tifu, weight, "sigmoid")`` (weight 0:
-    of the scores themselves), best first, ties to the lower item: the same items and values as
-    ``metrics.top_k`` on the dense matrix, from |S_u| + k candidates per row (module docstring).
+    """Each row's top k of (1 − weight) · sigmoid(scores.dense()) + a, with the addend a =
+    ``addend`` (already weighted: ``fusion.ScoreFusion.prepare``) or weight · ``tifu``
+    (weight 0: of the scores themselves), best first, ties to the lower item: the same items
+    and values as ``metrics.top_k`` on the dense fusion (``fusion.fuse``), from |S_u| + k
+    candidates per row (module docstring).
 
-    Shapes: scores of n rows over I items, tifu of n rows (needed when weight > 0)
+    Shapes: scores of n rows over I items, tifu or addend of n rows (needed when weight > 0)
     -> (items [n, k] int64, values [n, k]: float64 when fused, the scores' dtype otherwise).
     """
     n, n_items = len(scores), len(scores.base)
     k = min(int(k), n_items)
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
-    if weight > 0 and (tifu is None or len(tifu) != n):
-        raise ValueError(f"TIFU scores for {0 if tifu is None else len(tifu)} rows, model scores for {n}")
+    if addend is None and tifu is not None and weight > 0:
+        addend = tifu.scaled(weight)
+    if weight > 0 and (addend is None or len(addend) != n):
+        raise ValueError(f"TIFU scores for {0 if addend is None else len(addend)} rows, model scores for {n}")
     use_tifu = weight > 0
+    tifu = addend
     v_rows = scores.row_ids()  # [nnz_v]
     v_keys = v_rows * n_items + scores.items  # [nnz_v]
     v_order = np.argsort(v_keys, kind="stable")

@@ -10,10 +10,14 @@ put on a rank-compatible [0, 1] scale per customer,
 
 and items are ranked by the convex combination
 
-    f_{u,i} = (1 − λ) · p_{u,i} + λ · q_{u,i}.
+    f_{u,i} = (1 − λ) · p_{u,i} + λ · q_{u,i}   [+ ν · t_{u,i}].
 
 λ = 0 is the model alone (its own scores are returned untouched) and λ = 1 is TIFU-KNN alone
-(its ranking, tie for tie, over the kept entries). :func:`choose_fusion` tunes TIFU-KNN's
+(its ranking, tie for tie, over the kept entries). The optional third term (``transitions``;
+issue 11) is the customer's item-transition score t in (0, 1] (:mod:`basketgnn.scoring.transitions`:
+what the pool's customers buy in the basket after one holding the customer's items), a
+personalised score for items the customer has not bought; its weight ν and how t is read
+(history decay, new items only or not) are chosen with λ, for λ > 0 at TIFU's tuned α. :func:`choose_fusion` tunes TIFU-KNN's
 hyperparameters on the validation customers exactly as ``TifuKnn`` does (mean NDCG@10,20),
 then picks (λ, α) from a grid that contains both ends, by the mean of recall, NDCG and PHR at
 10 and 20 on the same validation customers. Ties go to the smaller λ, then to TIFU's tuned α.
@@ -52,6 +56,8 @@ from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
 from basketgnn.metrics import ranking_metrics, top_k
 from basketgnn.scoring.candidates import SharedScores, fused_top_k, sigmoid
+from basketgnn.scoring.transitions import OPTIONS as TRANSITION_OPTIONS
+from basketgnn.scoring.transitions import TransitionOption, TransitionScorer
 from basketgnn.scoring.tifu import (
     DEFAULT_POOL_CAP,
     NeighbourIndex,
@@ -71,6 +77,8 @@ from basketgnn.scoring.tifu import (
 FUSION_WEIGHTS: tuple[float, ...] = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 #: TIFU α values tried beside the tuned one (0: the neighbour mean alone).
 FUSION_ALPHAS: tuple[float, ...] = (0.0, 0.2, 0.5, 0.8)
+#: Item-transition weights ν tried beside 0 (with ``transitions``), for every λ > 0.
+TRANSITION_WEIGHTS: tuple[float, ...] = (0.02, 0.05, 0.1)
 #: The validation metrics whose mean at 10 and 20 picks (λ, α).
 CRITERION: tuple[str, ...] = ("recall", "ndcg", "phr")
 CRITERION_KS: tuple[int, ...] = (10, 20)
@@ -162,26 +170,36 @@ def normalise(scores: np.ndarray, transform: Transform) -> np.ndarray:
     raise ValueError(f"unknown transform {transform!r}; use 'sigmoid' or 'minmax'")
 
 
-def fuse(scores: np.ndarray, tifu: SparseScores | None, weight: float, transform: Transform) -> np.ndarray:
-    """(1 − weight) · normalise(scores) + weight · tifu (module docstring); weight 0 returns the
-    model's scores as given and weight 1 the TIFU scores alone.
+def fuse(
+    scores: np.ndarray,
+    tifu: SparseScores | None,
+    weight: float,
+    transform: Transform,
+    *,
+    addend: SparseScores | None = None,
+) -> np.ndarray:
+    """(1 − weight) · normalise(scores) + a, with the addend a = ``addend`` (already weighted:
+    λ · q + ν · t, :meth:`ScoreFusion.prepare`) or weight · ``tifu`` (module docstring);
+    weight 0 returns the model's scores as given and weight 1 the addend alone.
 
-    Shapes: scores [n, I], tifu of n rows -> [n, I] (float64 unless weight is 0).
+    Shapes: scores [n, I], tifu / addend of n rows -> [n, I] (float64 unless weight is 0).
     """
     if weight == 0:
         return scores
-    return _fuse_normalised(scores, None if weight == 1 else normalise(scores, transform), tifu, weight)
+    if addend is None and tifu is not None:
+        addend = tifu.scaled(weight)
+    return _fuse_normalised(scores, None if weight == 1 else normalise(scores, transform), addend, weight)
 
 
 def _fuse_normalised(
-    scores: np.ndarray, normalised: np.ndarray | None, tifu: SparseScores | None, weight: float
+    scores: np.ndarray, normalised: np.ndarray | None, addend: SparseScores | None, weight: float
 ) -> np.ndarray:
     """:func:`fuse` for 0 < weight with ``normalised`` = normalise(scores) made once (None when
-    weight is 1). Shapes: [n, I] -> [n, I] float64."""
-    if tifu is None or len(tifu) != len(scores):
-        raise ValueError(f"TIFU scores for {0 if tifu is None else len(tifu)} instances, model scores for {len(scores)}")
+    weight is 1) and the weighted ``addend``. Shapes: [n, I] -> [n, I] float64."""
+    if addend is None or len(addend) != len(scores):
+        raise ValueError(f"TIFU scores for {0 if addend is None else len(addend)} instances, model scores for {len(scores)}")
     out = np.zeros(scores.shape, np.float64) if normalised is None else (1.0 - weight) * normalised
-    return tifu.add_to(out, weight)
+    return addend.add_to(out, 1.0)
 
 
 @dataclass(frozen=True)
@@ -193,6 +211,9 @@ class FusionPoint:
     alpha: float
     validation_criterion: float
     metrics: dict[str, float] | None = None
+    #: Item-transition weight ν and how t was read ({"decay", "explore_only"}; None: ν = 0).
+    transition: float = 0.0
+    transition_option: dict[str, Any] | None = None
 
 
 @dataclass
@@ -212,16 +233,30 @@ class ScoreFusion:
     tuned_tifu: TifuParams | None = None
     #: How the grid's best point compared with the better part alone (see choose_fusion's rule).
     selection: dict[str, Any] | None = None
+    #: The item-transition term ν · t (None / 0: none).
+    transitions: TransitionScorer | None = None
+    transition_weight: float = 0.0
+    transition_option: TransitionOption | None = None
+
+    @property
+    def uses_transitions(self) -> bool:
+        return self.transitions is not None and self.transition_weight > 0 and self.transition_option is not None
 
     @property
     def alpha(self) -> float | None:
         return None if self.scorer is None else self.scorer.params.alpha
 
     def prepare(self, data: BasketData, instances: Instances) -> SparseScores | None:
-        """The neighbour search: the instances' kept TIFU scores (None when λ = 0)."""
+        """The neighbour search: the instances' addend λ · q (+ ν · t), the weighted kept TIFU
+        (and item-transition) scores (None when λ = 0)."""
         if self.scorer is None or self.weight == 0:
             return None
-        return self.scorer.scores(data, instances)[self.scorer.params.alpha]
+        tifu = self.scorer.scores(data, instances)[self.scorer.params.alpha]
+        if not self.uses_transitions:
+            return tifu.scaled(self.weight)
+        assert self.transitions is not None and self.transition_option is not None
+        t = self.transitions.scores(data, instances, self.transition_option)
+        return SparseScores.weighted_sum([(self.weight, tifu), (self.transition_weight, t)])
 
     def apply(
         self,
@@ -238,11 +273,12 @@ class ScoreFusion:
         """
         if self.weight == 0 or self.scorer is None:
             return scores
-        tifu = prepared if prepared is not None else self.prepare(data, instances)
+        addend = prepared if prepared is not None else self.prepare(data, instances)
+        assert addend is not None
         out = np.empty(scores.shape, np.float64)
         for start in range(0, len(scores), chunk):
             stop = min(start + chunk, len(scores))
-            out[start:stop] = fuse(scores[start:stop], tifu.rows(start, stop), self.weight, self.transform)
+            out[start:stop] = fuse(scores[start:stop], None, self.weight, self.transform, addend=addend.rows(start, stop))
         return out
 
     def top_k_shared(
@@ -258,7 +294,7 @@ class ScoreFusion:
             raise ValueError("top_k_shared needs the sigmoid transform")
         if self.weight == 0 or self.scorer is None:
             return fused_top_k(scores, k)
-        return fused_top_k(scores, k, prepared, self.weight)
+        return fused_top_k(scores, k, None, self.weight, addend=prepared)
 
     def summary(self) -> dict[str, Any]:
         """The choice as plain numbers (for logs, results and the CLI)."""
@@ -274,6 +310,10 @@ class ScoreFusion:
                 (g.validation_criterion for g in self.grid if g.weight == 1 and g.alpha == alone), None
             ),
             "selection": self.selection,
+            "transition": self.transition_weight if self.uses_transitions else 0.0,
+            "transition_option": (
+                asdict(self.transition_option) if self.uses_transitions and self.transition_option else None
+            ),
         }
 
     def describe(self) -> str:
@@ -297,9 +337,14 @@ class ScoreFusion:
         if self.weight == 0:
             return f"fusion with TIFU-KNN: off (the model alone; {why})"
         p = s["tifu"]
+        extra = (
+            f" + item transitions: weight {self.transition_weight} ({self.transition_option.name})"
+            if self.uses_transitions and self.transition_option is not None
+            else ""
+        )
         return (
             f"fusion with TIFU-KNN: weight {self.weight} (k={p['k']}, m={p['m']}, r_b={p['r_b']}, "
-            f"r_g={p['r_g']}, alpha={p['alpha']}; {why})"
+            f"r_g={p['r_g']}, alpha={p['alpha']}){extra}; {why}"
         )
 
     def state(self) -> dict[str, Any]:
@@ -312,6 +357,11 @@ class ScoreFusion:
             "tifu_validation": self.tifu_validation,
             "tuned_tifu": None if self.tuned_tifu is None else asdict(self.tuned_tifu),
             "selection": self.selection,
+            "transitions": self.transitions.state() if self.uses_transitions else None,  # type: ignore[union-attr]
+            "transition_weight": self.transition_weight if self.uses_transitions else 0.0,
+            "transition_option": (
+                asdict(self.transition_option) if self.uses_transitions and self.transition_option else None
+            ),
         }
 
     @classmethod
@@ -319,11 +369,16 @@ class ScoreFusion:
         if state.get("kind") != "tifu-fusion/1":
             raise ValueError(f"not a fusion state (kind {state.get('kind')!r})")
         scorer = None if state["scorer"] is None else TifuScorer.from_state(state["scorer"])
+        transitions = state.get("transitions")  # absent in checkpoints written before them
+        option = state.get("transition_option")
         return cls(
             float(state["weight"]), state["transform"], scorer,
             [FusionPoint(**g) for g in state["grid"]], state["tifu_validation"],
             None if state.get("tuned_tifu") is None else TifuParams(**state["tuned_tifu"]),
             state.get("selection"),
+            None if transitions is None else TransitionScorer.from_state(transitions),
+            float(state.get("transition_weight", 0.0)),
+            None if option is None else TransitionOption(**option),
         )
 
 
@@ -393,6 +448,9 @@ def choose_fusion(
     chunk: int = _CHUNK,
     rule: Literal["floor", "1se", "best"] = "floor",
     pool_cap: int | None = DEFAULT_POOL_CAP,
+    transitions: bool = False,
+    transition_weights: Sequence[float] = TRANSITION_WEIGHTS,
+    transition_options: Sequence[TransitionOption] = TRANSITION_OPTIONS,
 ) -> ScoreFusion:
     """Choose the fusion of a trained model with TIFU-KNN on the validation customers.
 
@@ -413,6 +471,10 @@ def choose_fusion(
             that are at least TIFU-KNN alone's on each validation metric (recall, NDCG and PHR
             at 10 and 20). Each rule's choice is at least as good on the criterion as each
             eligible part alone (see :func:`select_point`).
+        transitions: also try the item-transition term ν · t (module docstring): every λ > 0
+            at TIFU's tuned α with every ν of ``transition_weights`` and every way of reading t
+            of ``transition_options``, beside the points without it. The transition matrix is
+            built from the same (capped) pool as TIFU's.
     """
     if len(val_scores) != len(validate) or val_scores.shape[1] != data.n_items:
         raise ValueError(f"validation scores {val_scores.shape} for {len(validate)} instances and {data.n_items} items")
@@ -424,32 +486,55 @@ def choose_fusion(
     alpha_list = [float(tifu.alpha)] + sorted({float(a) for a in alphas} - {float(tifu.alpha)})
     scorer = TifuScorer.build(data, train, tifu, top)
     by_alpha = scorer.scores(data, validate, alpha_list)
+    # Item transitions: extras[j] = (ν, option) for j >= 1; j = 0 is no transition term.
+    extras: list[tuple[float, TransitionOption] | None] = [None]
+    trans_scorer, by_option = None, {}
+    if transitions:
+        trans_scorer = TransitionScorer.build(data, capped_pool(train, tifu.pool_cap, tifu.pool_seed))
+        by_option = {o: trans_scorer.scores(data, validate, o) for o in transition_options}
+        extras += [(float(nu), o) for o in transition_options for nu in transition_weights if nu > 0]
     cut = max(criterion_ks(data.n_items))
-    points = [(w, a) for w in weights for a in alpha_list if w > 0 or a == alpha_list[0]]
+    points = [(w, a, 0) for w in weights for a in alpha_list if w > 0 or a == alpha_list[0]]
+    points += [(w, alpha_list[0], j) for w in weights if w > 0 for j in range(1, len(extras))]
     ranked = {key: np.empty((len(validate), cut), np.int64) for key in points}
     for start in range(0, len(validate), chunk):
         stop = min(start + chunk, len(validate))
         model = val_scores[start:stop]
         normalised = normalise(model, transform)  # once per chunk, not per grid point
-        for w, a in points:  # the model alone (w = 0) does not depend on α: one point
+        for w, a, j in points:  # the model alone (w = 0) does not depend on α: one point
             if w == 0:
                 fused = model
             else:
-                fused = _fuse_normalised(model, None if w == 1 else normalised, by_alpha[a].rows(start, stop), w)
-            ranked[w, a][start:stop] = top_k(fused, cut)
+                q = by_alpha[a].rows(start, stop)
+                extra = extras[j]
+                addend = q.scaled(w) if extra is None else SparseScores.weighted_sum(
+                    [(w, q), (extra[0], by_option[extra[1]].rows(start, stop))]
+                )
+                fused = _fuse_normalised(model, None if w == 1 else normalised, addend, w)
+            ranked[w, a, j][start:stop] = top_k(fused, cut)
     per_metric = {key: customer_metrics(ranked[key], data, validate) for key in points}  # {name: [n_val]} each
-    (best_w, best_a), why = select_point(per_metric, points, alpha_list, rule)
-    grid = [
-        FusionPoint(w, a, round(float(_criterion(per_metric[w, a]).mean()), 6),
-                    {name: round(float(v.mean()), 6) for name, v in per_metric[w, a].items()})
-        for w, a in points
-    ]
-    best = next(g for g in grid if (g.weight, g.alpha) == (best_w, best_a))
-    if best.weight == 0:
+    best_key, why = select_point(per_metric, points, alpha_list, rule)
+
+    def point(key: tuple[float, float, int]) -> FusionPoint:
+        extra = extras[key[2]]
+        return FusionPoint(
+            key[0], key[1], round(float(_criterion(per_metric[key]).mean()), 6),
+            {name: round(float(v.mean()), 6) for name, v in per_metric[key].items()},
+            0.0 if extra is None else extra[0], None if extra is None else asdict(extra[1]),
+        )
+
+    grid = [point(key) for key in points]
+    best_w, best_a, best_j = best_key
+    if best_w == 0:
         return ScoreFusion(0.0, transform, None, grid, tifu_validation, tifu, why)
-    chosen = replace(tifu, alpha=best.alpha)
+    chosen = replace(tifu, alpha=best_a)
     scorer = TifuScorer(scorer.vectors, scorer.customer_ids, chosen, top)
-    return ScoreFusion(best.weight, transform, scorer, grid, tifu_validation, tifu, why)
+    extra = extras[best_j]
+    return ScoreFusion(
+        best_w, transform, scorer, grid, tifu_validation, tifu, why,
+        None if extra is None else trans_scorer, 0.0 if extra is None else extra[0],
+        None if extra is None else extra[1],
+    )
 
 
 def _criterion(per_metric: dict[str, np.ndarray]) -> np.ndarray:
@@ -462,16 +547,17 @@ def _criterion(per_metric: dict[str, np.ndarray]) -> np.ndarray:
 
 
 def select_point(
-    per_metric: dict[tuple[float, float], dict[str, np.ndarray]],
-    points: Sequence[tuple[float, float]],
+    per_metric: dict[tuple, dict[str, np.ndarray]],
+    points: Sequence[tuple],
     alphas: Sequence[float],
     rule: str = "floor",
-) -> tuple[tuple[float, float], dict[str, Any]]:
+) -> tuple[tuple, dict[str, Any]]:
     """The grid point a rule keeps, and why (choose_fusion's last step, apart for tests).
 
-    ``points`` are (λ, α) pairs with (0, alphas[0]) the model alone and (1, alphas[0]) TIFU-KNN
-    alone at its tuned α; ``per_metric[point]`` each validation customer's metrics there.
-    Ties go to the smaller λ, then to the earlier α. "best": the best criterion. "1se": that
+    ``points`` are (λ, α) pairs, or (λ, α, j) triples with j > 0 an extra term (item
+    transitions) and j = 0 none, with (0, alphas[0]) the model alone and (1, alphas[0]) TIFU-KNN
+    alone at its tuned α (j = 0); ``per_metric[point]`` each validation customer's metrics there.
+    Ties go to the smaller λ, then to the earlier α, then to no extra term. "best": the best criterion. "1se": that
     point only when it beats the better part alone by more than one standard error of the
     paired per-customer difference of the criterion, else that part. "floor": "1se" among the
     points whose mean of every metric is at least TIFU-KNN alone's (TIFU-KNN always is).
@@ -482,11 +568,14 @@ def select_point(
         raise ValueError(f"unknown rule {rule!r}; use 'floor', '1se' or 'best'")
     criterion = {key: _criterion(per_metric[key]) for key in points}  # [n_val] each
     means = {key: {name: float(v.mean()) for name, v in per_metric[key].items()} for key in points}
-    tifu_alone = (1.0, float(alphas[0]))
 
-    def order(key: tuple[float, float]) -> tuple[float, float, int]:
-        w, a = key
-        return round(float(criterion[key].mean()), 6), -w, -list(alphas).index(a)
+    def extra(key: tuple) -> int:
+        return int(key[2]) if len(key) > 2 else 0
+
+    tifu_alone = next(key for key in points if key[0] == 1 and key[1] == alphas[0] and extra(key) == 0)
+
+    def order(key: tuple) -> tuple[float, float, int, int]:
+        return round(float(criterion[key].mean()), 6), -key[0], -list(alphas).index(key[1]), -extra(key)
 
     eligible = list(points)
     if rule == "floor":

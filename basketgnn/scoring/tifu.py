@@ -156,6 +156,31 @@ class SparseScores:
             np.concatenate([p.values for p in parts]),
         )
 
+    def scaled(self, weight: float) -> SparseScores:
+        """weight · self (the same rows and items). Shapes: n rows -> n rows."""
+        return SparseScores(self.offsets, self.items, weight * self.values)
+
+    @classmethod
+    def weighted_sum(cls, parts: Sequence[tuple[float, SparseScores]]) -> SparseScores:
+        """Σ weight · scores over ``parts`` (rows of the same instances), on the union of each
+        row's items, ascending; an item kept by one part only gets that part's weighted value
+        exactly, one kept by several the sum in ``parts``' order.
+
+        Shapes: parts of n rows each -> n rows.
+        """
+        n = len(parts[0][1])
+        if any(len(p) != n for _, p in parts):
+            raise ValueError("weighted_sum needs parts with the same rows")
+        if len(parts) == 1:
+            return parts[0][1].scaled(parts[0][0])
+        width = 1 + max(int(p.items.max(initial=-1)) for _, p in parts)
+        keys = np.concatenate([np.repeat(np.arange(n, dtype=np.int64), np.diff(p.offsets)) * width + p.items for _, p in parts])
+        values = np.concatenate([w * p.values for w, p in parts])
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        total = np.bincount(inverse, weights=values, minlength=len(uniq))
+        rows = uniq // width
+        return cls(np.searchsorted(rows, np.arange(n + 1)).astype(np.int64), uniq % width, total)
+
     def add_to(self, dense: np.ndarray, weight: float) -> np.ndarray:
         """dense + weight · self, in place. Shapes: dense [n, I] -> [n, I]."""
         rows = np.repeat(np.arange(len(self)), np.diff(self.offsets))
