@@ -14,12 +14,12 @@ and items are ranked by the convex combination
 
 λ = 0 is the model alone (its own scores are returned untouched) and λ = 1 is TIFU-KNN alone
 (its ranking, tie for tie, over the kept entries). The optional third term (``transitions``;
-issue 11) is the customer's item-transition score t in (0, 1] (:mod:`basketgnn.scoring.transitions`:
-what the pool's customers buy in the basket after one holding the customer's items), a
-personalised score for items the customer has not bought; its weight ν and how t is read
-(history decay, new items only or not) are chosen with λ, for λ > 0 at TIFU's tuned α. :func:`choose_fusion` tunes TIFU-KNN's
-hyperparameters on the validation customers exactly as ``TifuKnn`` does (mean NDCG@10,20),
-then picks (λ, α) from a grid that contains both ends, by the mean of recall, NDCG and PHR at
+issue 11) is the customer's item-transition score t in (0, 1]
+(:mod:`basketgnn.scoring.transitions`: what the pool's customers buy in the basket after one
+holding the customer's items), a personalised score for items the customer has not bought;
+its weight ν and how t is read (history decay, new items only or not) are chosen with λ, for
+λ > 0 at TIFU's tuned α. :func:`choose_fusion` tunes TIFU-KNN's hyperparameters on the
+validation customers exactly as ``TifuKnn`` does (mean NDCG@10,20), then picks (λ, α) from a grid that contains both ends, by the mean of recall, NDCG and PHR at
 10 and 20 on the same validation customers. Ties go to the smaller λ, then to TIFU's tuned α.
 By default (rule "floor") only points that are at least as good as TIFU-KNN alone (λ = 1 at its
 tuned α) on *each* of those six validation metrics are eligible: TIFU-KNN is what a retailer
@@ -56,8 +56,6 @@ from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
 from basketgnn.metrics import ranking_metrics, top_k
 from basketgnn.scoring.candidates import SharedScores, fused_top_k, sigmoid
-from basketgnn.scoring.transitions import OPTIONS as TRANSITION_OPTIONS
-from basketgnn.scoring.transitions import TransitionOption, TransitionScorer
 from basketgnn.scoring.tifu import (
     DEFAULT_POOL_CAP,
     NeighbourIndex,
@@ -72,6 +70,8 @@ from basketgnn.scoring.tifu import (
     query_chunks,
     tune_tifu,
 )
+from basketgnn.scoring.transitions import OPTIONS as TRANSITION_OPTIONS
+from basketgnn.scoring.transitions import TransitionOption, TransitionScorer
 
 #: Fusion weights λ tried on validation; 0 (model alone) and 1 (TIFU-KNN alone) are the ends.
 FUSION_WEIGHTS: tuple[float, ...] = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
