@@ -17,6 +17,7 @@ from basketgnn.models.dnntsp import DNNTSP, SPEC, DNNTSPConfig
 from basketgnn.models.neighbours import NeighbourPool
 from basketgnn.scoring.fusion import ScoreFusion, TifuScorer
 from basketgnn.scoring.tifu import TifuParams
+from basketgnn.scoring.transitions import TransitionOption, TransitionScorer
 
 
 def recommender(data, config, seed=0):
@@ -53,6 +54,32 @@ def test_rank_equals_the_top_k_of_score(weight, user_context, threads):
         np.testing.assert_array_equal(values, want_values)
     # The candidate path was the one taken where it applies.
     assert (rec._shared_scores(data, everyone, torch.device("cpu")) is None) == user_context
+
+
+@pytest.mark.parametrize("weight", [0.3, 1.0])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_rank_with_item_transitions_equals_the_top_k_of_score(weight, threads):
+    """The fusion's third term ν · t goes through the candidate path (and the two-thread
+    search in halves) exactly as through the dense fusion."""
+    data = planted_data(n_users=120, n_items=40)
+    sp = make_split(data, "temporal")
+    rec = recommender(data, DNNTSPConfig(embed_dim=8, threads=threads))
+    fusion = ScoreFusion(
+        weight, "sigmoid", TifuScorer.build(data, sp["train"], TifuParams(k=10)),
+        transitions=TransitionScorer.build(data, sp["train"]), transition_weight=0.1,
+        transition_option=TransitionOption(0.5, False),
+    )
+    rec.addon = FusionAddOn(fusion)
+    everyone = Instances(np.arange(data.n_users), data.n_baskets_per_user.astype(np.int64))
+    items, values = rec.rank(data, everyone, 10)
+    want_items, want_values = dense_top_k(rec, data, everyone, 10)
+    np.testing.assert_array_equal(items, want_items)
+    np.testing.assert_array_equal(values, want_values)
+    # The term acted: without it the ranking differs.
+    plain = NeuralRecommender(SPEC, rec.config)
+    plain.model, plain.item_ids = rec.model, rec.item_ids
+    plain.addon = FusionAddOn(ScoreFusion(weight, "sigmoid", fusion.scorer))
+    assert not np.array_equal(plain.rank(data, everyone, 10)[0], items)
 
 
 def test_rank_items_uses_rank_and_the_neighbour_addon_ranks_densely():
