@@ -43,7 +43,9 @@ from basketgnn.scoring.tifu import SparseScores
 ROW_TOP = 1000
 #: Entries of a customer's transition score kept (as TIFU's ``top``).
 SCORE_TOP = 200
-_CHUNK = 2048  # query rows per sparse product
+# Elements of one dense [chunk, I] block of scores (float64: 2 MiB, as scoring.tifu's blocks):
+# the passes over it (top-k, scaling) stay in the core's cache.
+_CHUNK_ELEMENTS = 1 << 18
 
 
 @dataclass(frozen=True)
@@ -145,8 +147,9 @@ class TransitionScorer:
         if not 0.0 <= option.decay <= 1.0:
             raise ValueError(f"decay must be in [0, 1], got {option.decay}")
         parts = []
-        for start in range(0, len(instances), _CHUNK):
-            stop = min(start + _CHUNK, len(instances))
+        size = max(1, _CHUNK_ELEMENTS // max(data.n_items, 1))
+        for start in range(0, len(instances), size):
+            stop = min(start + size, len(instances))
             users = np.asarray(instances.users)[start:stop]
             hist = data.histories(users, np.asarray(instances.n_history)[start:stop])
             x = _basket_matrix(hist, data.n_items)  # [B, I]
