@@ -68,7 +68,10 @@ def validation_choice(best_pt: Path) -> dict:
     def near(a, b) -> bool:  # grid weights are sums of floats (0.30000000000000004)
         return a is not None and b is not None and abs(a - b) < 1e-9
 
-    chosen = next((g for g in grid if near(g["weight"], weight) and (near(weight, 0) or near(g.get("alpha"), alpha))), None)
+    nu, option = choice.get("transition") or 0.0, choice.get("transition_option")  # item transitions
+
+    chosen = next((g for g in grid if near(g["weight"], weight) and (near(weight, 0) or near(g.get("alpha"), alpha))
+                   and near(g.get("transition") or 0.0, nu) and g.get("transition_option") == option), None)
     alone = next((g for g in grid if near(g["weight"], 0)), None)
     shipped = None if chosen is None else chosen["validation_criterion"]
     if shipped is None and weight is not None:  # the ends, from the choice's own record
@@ -81,6 +84,8 @@ def validation_choice(best_pt: Path) -> dict:
         "model_alone_metrics": None if alone is None else alone.get("metrics"),
         "tifu_alone": choice.get("tifu_alone"),
         "weight": weight,
+        "transition": nu,
+        "transition_option": option,
     }
 
 
