@@ -174,12 +174,26 @@ class SparseScores:
         if len(parts) == 1:
             return parts[0][1].scaled(parts[0][0])
         width = 1 + max(int(p.items.max(initial=-1)) for _, p in parts)
-        keys = np.concatenate([np.repeat(np.arange(n, dtype=np.int64), np.diff(p.offsets)) * width + p.items for _, p in parts])
-        values = np.concatenate([w * p.values for w, p in parts])
-        uniq, inverse = np.unique(keys, return_inverse=True)
-        total = np.bincount(inverse, weights=values, minlength=len(uniq))
-        rows = uniq // width
-        return cls(np.searchsorted(rows, np.arange(n + 1)).astype(np.int64), uniq % width, total)
+        # Cache-sized dense blocks (no sort): each entry is 0 + the parts' weighted values in
+        # ``parts``' order, as a running sum would give; ``kept`` marks the union of items.
+        size = max(1, _CHUNK_ELEMENTS // width)
+        lengths, items, values = [], [], []
+        for start in range(0, n, size):
+            stop = min(start + size, n)
+            block = np.zeros((stop - start, width))
+            kept = np.zeros((stop - start, width), bool)
+            for w, p in parts:
+                sub = p.rows(start, stop)
+                rows = np.repeat(np.arange(stop - start), np.diff(sub.offsets))
+                block[rows, sub.items] += w * sub.values  # (row, item) pairs are distinct in a part
+                kept[rows, sub.items] = True
+            r, i = np.nonzero(kept)  # row-major: each row's items ascending
+            lengths.append(np.bincount(r, minlength=stop - start))
+            items.append(i.astype(np.int64))
+            values.append(block[r, i])
+        if not lengths:
+            return cls(np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64))
+        return cls(_offsets(np.concatenate(lengths)), np.concatenate(items), np.concatenate(values))
 
     def add_to(self, dense: np.ndarray, weight: float) -> np.ndarray:
         """dense + weight · self, in place. Shapes: dense [n, I] -> [n, I]."""
