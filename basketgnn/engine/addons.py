@@ -11,8 +11,10 @@ Two add-ons, chosen by the config's ``fusion`` option (an engine option: every m
 :class:`basketgnn.engine.options.TrainOptions`):
 
 * ``tifu`` (the default): :class:`FusionAddOn`, the model's scores fused with TIFU-KNN's whole
-  score, (1 − λ) · sigmoid(score) + λ · TIFU / max, TIFU tuned and λ chosen on the validation
-  customers from 0 (model alone) to 1 (TIFU-KNN alone) (:mod:`basketgnn.scoring.fusion`).
+  score, (1 − λ) · sigmoid(score) + λ · TIFU / max [+ ν · item transitions with
+  ``transitions``], TIFU tuned and λ (and ν) chosen on the validation customers, λ from 0
+  (model alone) to 1 (TIFU-KNN alone, plus the transitions when ν > 0)
+  (:mod:`basketgnn.scoring.fusion`, :mod:`basketgnn.scoring.transitions`).
 * ``neighbours``: :class:`NeighbourAddOn`, the older neighbour score of
   :mod:`basketgnn.models.neighbours` (what a customer's nearest training customers buy, fused as
   sigmoid(score) + w · n), its weight w and neighbour count k chosen on validation
@@ -129,8 +131,8 @@ class NeighbourAddOn:
 
 
 class FusionAddOn:
-    """Ranks by (1 − λ) · sigmoid(score) + λ · TIFU / max (``scoring.fusion.ScoreFusion`` with
-    λ > 0); λ = 1 is TIFU-KNN alone, which does not need the model's scores."""
+    """Ranks by (1 − λ) · sigmoid(score) + λ · TIFU / max [+ ν · t] (``scoring.fusion.ScoreFusion``
+    with λ > 0); λ = 1 is TIFU-KNN alone (plus ν · t), which does not need the model's scores."""
 
     kind = "tifu-fusion"
 

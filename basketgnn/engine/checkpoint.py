@@ -8,7 +8,8 @@ models) load as model ``dnntsp``; their top-level keys become the extras, their 
 
 A stored config without the ``fusion`` option was trained before it existed, when the add-on
 was the neighbour term: it loads as ``fusion: neighbours`` (``off`` with neighbour weight 0),
-so its options and ranking read as they were.
+so its options and ranking read as they were. A stored config without ``transitions`` loads
+with ``transitions: false``: its fusion was chosen before item transitions existed.
 """
 
 from __future__ import annotations
@@ -115,7 +116,11 @@ def _legacy_addon(state: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _config_as_trained(config: dict[str, Any]) -> dict[str, Any]:
-    """The stored config with ``fusion`` as it meant when written (module docstring)."""
+    """The stored config with ``fusion`` as it meant when written (module docstring), and
+    ``transitions`` off when it was written before item transitions existed (its fusion never
+    tried them)."""
+    if "transitions" not in config:
+        config = {**config, "transitions": False}
     if "fusion" in config:
         return config
     return {**config, "fusion": "off" if config.get("neighbour_weight", "auto") == 0 else "neighbours"}

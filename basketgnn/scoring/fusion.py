@@ -342,10 +342,10 @@ class ScoreFusion:
             if self.uses_transitions and self.transition_option is not None
             else ""
         )
-        return (
-            f"fusion with TIFU-KNN: weight {self.weight} (k={p['k']}, m={p['m']}, r_b={p['r_b']}, "
-            f"r_g={p['r_g']}, alpha={p['alpha']}){extra}; {why}"
-        )
+        tifu = f"k={p['k']}, m={p['m']}, r_b={p['r_b']}, r_g={p['r_g']}, alpha={p['alpha']}"
+        if not extra:  # the line as it read before item transitions
+            return f"fusion with TIFU-KNN: weight {self.weight} ({tifu}; {why})"
+        return f"fusion with TIFU-KNN: weight {self.weight} ({tifu}){extra}; {why}"
 
     def state(self) -> dict[str, Any]:
         return {
@@ -562,7 +562,7 @@ def select_point(
     paired per-customer difference of the criterion, else that part. "floor": "1se" among the
     points whose mean of every metric is at least TIFU-KNN alone's (TIFU-KNN always is).
 
-    Shapes: per_metric {point: {name: [n_val]}} -> ((λ, α), record).
+    Shapes: per_metric {point: {name: [n_val]}} -> (the chosen point, as given, record).
     """
     if rule not in ("floor", "1se", "best"):
         raise ValueError(f"unknown rule {rule!r}; use 'floor', '1se' or 'best'")

@@ -173,7 +173,9 @@ class SparseScores:
             raise ValueError("weighted_sum needs parts with the same rows")
         if len(parts) == 1:
             return parts[0][1].scaled(parts[0][0])
-        width = 1 + max(int(p.items.max(initial=-1)) for _, p in parts)
+        if n == 0:
+            return cls(np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64))
+        width = max(1, 1 + max(int(p.items.max(initial=-1)) for _, p in parts))
         # Cache-sized dense blocks (no sort): each entry is 0 + the parts' weighted values in
         # ``parts``' order, as a running sum would give; ``kept`` marks the union of items.
         size = max(1, _CHUNK_ELEMENTS // width)

@@ -23,6 +23,13 @@ set to 0 (the score then only ranks new items). Each row keeps its ``top`` large
 entries divided by its largest one, so t is in (0, 1] like TIFU-KNN's fused score
 (:class:`basketgnn.scoring.tifu.SparseScores`).
 
+**Known bias on temporal splits.** The pool holds each training instance's baskets up to its
+target, and on a temporal split the validation customers are those same customers one basket
+later: S counts every transition of a validation customer's history, while at test time the
+last one (train target → validation target) is missing from S. No target basket reaches S,
+but the validation choice of ν may be slightly optimistic there. DC and TaFeng's predefined
+splits hold disjoint customers, so they are not affected.
+
 Shapes in this module: n query instances, I items.
 """
 

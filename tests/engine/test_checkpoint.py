@@ -76,6 +76,10 @@ def test_a_checkpoint_names_its_model_and_an_unknown_model_is_a_clear_error(tmp_
     assert state["model"] == "dnntsp" and state["format"] == CHECKPOINT_FORMAT
     assert state["extras"]["epoch"] == 1 and len(state["item_ids"]) == data.n_items
     assert load_checkpoint(tmp_path / "best.pt").model_name == "dnntsp"
+    assert load_checkpoint(tmp_path / "best.pt").config.transitions is True  # today's default, stored
+    before = {**state, "config": {k: v for k, v in state["config"].items() if k != "transitions"}}
+    torch.save(before, tmp_path / "before.pt")  # written before item transitions existed
+    assert load_checkpoint(tmp_path / "before.pt").config.transitions is False
     state["model"] = "gone-model"
     torch.save(state, tmp_path / "other.pt")
     with pytest.raises(UserError, match=r"other\.pt: unknown trainable model 'gone-model'"):

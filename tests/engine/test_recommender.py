@@ -75,6 +75,12 @@ def test_rank_with_item_transitions_equals_the_top_k_of_score(weight, threads):
     want_items, want_values = dense_top_k(rec, data, everyone, 10)
     np.testing.assert_array_equal(items, want_items)
     np.testing.assert_array_equal(values, want_values)
+    # One customer (on two threads one half of the search is empty), and none.
+    for n in (1, 0):
+        few = Instances(everyone.users[:n], everyone.n_history[:n])
+        got = rec.rank(data, few, 10)
+        np.testing.assert_array_equal(got[0], items[:n])
+        np.testing.assert_array_equal(got[1], values[:n])
     # The term acted: without it the ranking differs.
     plain = NeuralRecommender(SPEC, rec.config)
     plain.model, plain.item_ids = rec.model, rec.item_ids

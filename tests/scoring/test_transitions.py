@@ -117,6 +117,13 @@ def test_weighted_sum_is_the_dense_sum():
     got = SparseScores.weighted_sum([(0.3, a), (0.05, b)])
     dense = lambda s: s.add_to(np.zeros((7, 20)), 1.0)  # noqa: E731
     np.testing.assert_allclose(dense(got), 0.3 * dense(a) + 0.05 * dense(b), rtol=1e-15)
+    # No rows, or rows without entries (a half of one customer on two threads).
+    empty = SparseScores(np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0))
+    got_empty = SparseScores.weighted_sum([(0.3, empty), (0.05, empty)])
+    assert len(got_empty) == 0 and len(got_empty.items) == 0
+    blank = SparseScores(np.zeros(4, np.int64), np.zeros(0, np.int64), np.zeros(0))
+    got_blank = SparseScores.weighted_sum([(0.3, blank), (0.05, blank)])
+    assert len(got_blank) == 3 and len(got_blank.items) == 0
     # An item kept by one part only carries exactly that part's weighted value.
     one = SparseScores.weighted_sum([(0.3, a)])
     np.testing.assert_array_equal(one.values, 0.3 * a.values)
