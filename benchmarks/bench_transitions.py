@@ -15,6 +15,9 @@ split.json):
     # `recommend` ranks exactly as the dense fusion.
     .venv/bin/python benchmarks/bench_transitions.py RUN [RUN ...] [--out FILE.jsonl] [--save-dir DIR]
 
+    # The fusion choice's time on the validation users, without and with the term.
+    .venv/bin/python benchmarks/bench_transitions.py --time-choice RUN [RUN ...]
+
 Explore kinds: "cooc" (items bought in the same basket: C = Σ_b x_bᵀ x_b, diagonal 0) and
 "trans" (the basket after: N = Σ x_tᵀ x_{t+1}); S = D^-a M D^-(1-a), d = 1 + basket counts of
 the training customers' visible baskets; the customer's query is Σ_t decay^(T-t) x_t; the score
@@ -38,7 +41,7 @@ from basketgnn.engine.addons import FusionAddOn
 from basketgnn.engine.recommender import NeuralRecommender
 from basketgnn.metrics import ranking_metrics, top_k
 from basketgnn.scoring.fusion import choose_fusion
-from basketgnn.scoring.transitions import _keep_row_top
+from basketgnn.scoring.transitions import _basket_matrix, _keep_row_top
 
 KS = (10, 20, 30, 40)
 
@@ -60,14 +63,6 @@ def criterion(m):
     return float(np.mean([m[f"{x}@{k}"] for x in ("recall", "ndcg", "phr") for k in (10, 20)]))
 
 
-def basket_matrix(csr, n_items):
-    rows = np.repeat(np.arange(csr.n_rows), csr.lengths)
-    m = sp.csr_matrix((np.ones(len(rows)), (rows, csr.values)), shape=(csr.n_rows, n_items))
-    m.sum_duplicates()
-    m.data[:] = 1.0
-    return m
-
-
 #: The exploration's three stages: (kind, a, decay, new items only, row cap, weights v).
 STAGES: dict[int, list[tuple]] = {
     1: [(k, a, 0.9, False, None, (0.0, 0.02, 0.05, 0.1, 0.2, 0.4, 1.0)) for k in ("cooc", "trans") for a in (0.5, 1.0)],
@@ -83,7 +78,7 @@ def explore(run: Path, stage: int) -> None:
     n_items = data.n_items
     tr = split["train"]
     visible = data.histories(tr.users, tr.n_history + 1)
-    x = basket_matrix(visible.baskets, n_items)
+    x = _basket_matrix(visible, n_items)
     cooc = (x.T @ x).tocsr()
     cooc.setdiag(0)
     cooc.eliminate_zeros()
@@ -97,7 +92,7 @@ def explore(run: Path, stage: int) -> None:
     for part in ("validate", "test"):
         inst = split[part]
         hist = data.histories(inst.users, inst.n_history)
-        q = basket_matrix(hist.baskets, n_items)
+        q = _basket_matrix(hist, n_items)
         nb = np.diff(hist.basket_offsets)
         owner = np.repeat(np.arange(len(nb)), nb)
         age = hist.basket_offsets[owner + 1] - 1 - np.arange(len(owner))
@@ -182,10 +177,29 @@ def rechoose(run: Path, save_dir: Path | None = None) -> dict:
     return out
 
 
+def time_choice(run: Path) -> dict:
+    """Seconds of choose_fusion on the validation users with TIFU already tuned (as after
+    `train`'s tuning), without and with the transition term, twice each, one thread."""
+    import torch
+
+    torch.set_num_threads(1)
+    rec, data, split = load(run)
+    rec.addon = None
+    val = rec.score(data, split["validate"])
+    tifu = choose_fusion(val, data, split["train"], split["validate"], chunk=2048).tuned_tifu
+    out: dict = {"run": run.name}
+    for transitions in (False, True, False, True):
+        t0 = time.perf_counter()
+        choose_fusion(val, data, split["train"], split["validate"], chunk=2048, tifu=tifu, transitions=transitions)
+        out.setdefault(f"transitions={transitions}", []).append(round(time.perf_counter() - t0, 1))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", type=Path)
     ap.add_argument("--explore", action="store_true", help="the exploration grid (prints JSON lines)")
+    ap.add_argument("--time-choice", action="store_true", help="time the fusion choice without and with transitions")
     ap.add_argument("--stage", type=int, default=2, choices=sorted(STAGES), help="with --explore: which grid")
     ap.add_argument("--save-dir", type=Path, help="write each run's checkpoint with the transitions choice here (RUN.pt)")
     ap.add_argument("--out", type=Path, help="append the re-choice rows to this JSON-lines file")
@@ -193,6 +207,9 @@ def main() -> None:
     for run in args.runs:
         if args.explore:
             explore(run, args.stage)
+            continue
+        if args.time_choice:
+            print(json.dumps(time_choice(run)), flush=True)
             continue
         row = rechoose(run, args.save_dir)
         print(json.dumps(row), flush=True)

@@ -10,8 +10,8 @@ Fused with TIFU-KNN (:mod:`basketgnn.scoring.fusion`), customer u ranks item i b
     f_{u,i} = (1 − λ) · sigmoid(s_{u,i}) + a_{u,i}            (λ = 0: f = s, the model alone)
 
 where the addend a = λ · q (+ ν · t with item transitions) is 0 outside the customer's kept
-entries T_u. Let S_u = V_u ∪ T_u (own items and addend items). Outside S_u, f_{u,i} = g_i := (1 − λ) · sigmoid(base_i) depends on the item only,
-so sort the catalogue once by (g desc, item asc), the order of the ranking itself. Then:
+entries T_u. Let S_u = V_u ∪ T_u (own items and addend items). Outside S_u,
+f_{u,i} = g_i := (1 − λ) · sigmoid(base_i) depends on the item only, so sort the catalogue once by (g desc, item asc), the order of the ranking itself. Then:
 
     **the top k of customer u lie in S_u ∪ G_u, G_u = the first k items of that order not in S_u.**
 
@@ -114,26 +114,25 @@ def fused_top_k(
         addend = tifu.scaled(weight)
     if weight > 0 and (addend is None or len(addend) != n):
         raise ValueError(f"TIFU scores for {0 if addend is None else len(addend)} rows, model scores for {n}")
-    use_tifu = weight > 0
-    tifu = addend
+    use_addend = weight > 0
     v_rows = scores.row_ids()  # [nnz_v]
     v_keys = v_rows * n_items + scores.items  # [nnz_v]
     v_order = np.argsort(v_keys, kind="stable")
     v_keys, v_rows, v_items, v_vals = v_keys[v_order], v_rows[v_order], scores.items[v_order], scores.values[v_order]
 
-    if use_tifu:
-        assert tifu is not None
-        t_rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(tifu.offsets))  # [nnz_t]
-        t_keys = t_rows * n_items + tifu.items  # ascending: CSR rows with ascending items
+    if use_addend:
+        assert addend is not None
+        t_rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(addend.offsets))  # [nnz_t]
+        t_keys = t_rows * n_items + addend.items  # ascending: CSR rows with ascending items
         # The model's score at each TIFU entry: the row's own entry if any, else the shared one.
         at = np.minimum(np.searchsorted(v_keys, t_keys), max(len(v_keys) - 1, 0))
         own = (v_keys[at] == t_keys) if len(v_keys) else np.zeros(len(t_keys), bool)
-        s_t = np.where(own, v_vals[at] if len(v_vals) else 0, scores.base[tifu.items])
-        f_t = fused_value(s_t, weight, tifu.values)
+        s_t = np.where(own, v_vals[at] if len(v_vals) else 0, scores.base[addend.items])
+        f_t = fused_value(s_t, weight, addend.values)
         at = np.minimum(np.searchsorted(t_keys, v_keys), max(len(t_keys) - 1, 0))
         v_only = (t_keys[at] != v_keys) if len(t_keys) else np.ones(len(v_keys), bool)
         rows = np.concatenate([t_rows, v_rows[v_only]])
-        items = np.concatenate([tifu.items, v_items[v_only]])
+        items = np.concatenate([addend.items, v_items[v_only]])
         values = np.concatenate([f_t, fused_value(v_vals[v_only], weight)])
         shared = fused_value(scores.base, weight)  # [I]
     else:
@@ -174,7 +173,7 @@ def fused_top_k(
     chosen = rank_rows(cand_val, cand_item, k)  # [n, k]
     out_items = np.take_along_axis(cand_item, chosen, axis=1)
     out_vals = np.take_along_axis(cand_val, chosen, axis=1)
-    return out_items, out_vals.astype(values.dtype if use_tifu else scores.base.dtype)
+    return out_items, out_vals.astype(values.dtype if use_addend else scores.base.dtype)
 
 
 def rank_rows(values: np.ndarray, items: np.ndarray, k: int) -> np.ndarray:

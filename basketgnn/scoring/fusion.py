@@ -501,15 +501,20 @@ def choose_fusion(
         stop = min(start + chunk, len(validate))
         model = val_scores[start:stop]
         normalised = normalise(model, transform)  # once per chunk, not per grid point
+        # q and t on the union of their items, once per chunk and reading of t (λ q + ν t then
+        # gives SparseScores.weighted_sum's values bit for bit).
+        union = {o: SparseScores.union([by_alpha[alpha_list[0]].rows(start, stop), t.rows(start, stop)])
+                 for o, t in by_option.items()}
         for w, a, j in points:  # the model alone (w = 0) does not depend on α: one point
             if w == 0:
                 fused = model
             else:
-                q = by_alpha[a].rows(start, stop)
                 extra = extras[j]
-                addend = q.scaled(w) if extra is None else SparseScores.weighted_sum(
-                    [(w, q), (extra[0], by_option[extra[1]].rows(start, stop))]
-                )
+                if extra is None:
+                    addend = by_alpha[a].rows(start, stop).scaled(w)
+                else:
+                    offsets, items, (q, t) = union[extra[1]]
+                    addend = SparseScores(offsets, items, (np.zeros(len(items)) + w * q) + extra[0] * t)
                 fused = _fuse_normalised(model, None if w == 1 else normalised, addend, w)
             ranked[w, a, j][start:stop] = top_k(fused, cut)
     per_metric = {key: customer_metrics(ranked[key], data, validate) for key in points}  # {name: [n_val]} each

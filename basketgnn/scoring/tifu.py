@@ -161,41 +161,51 @@ class SparseScores:
         return SparseScores(self.offsets, self.items, weight * self.values)
 
     @classmethod
-    def weighted_sum(cls, parts: Sequence[tuple[float, SparseScores]]) -> SparseScores:
-        """Σ weight · scores over ``parts`` (rows of the same instances), on the union of each
-        row's items, ascending; an item kept by one part only gets that part's weighted value
-        exactly, one kept by several the sum in ``parts``' order.
+    def union(cls, parts: Sequence[SparseScores]) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+        """The parts (rows of the same instances) on the union of each row's items, ascending:
+        (offsets [n + 1], items [nnz], each part's values there, 0 where it keeps no entry).
 
-        Shapes: parts of n rows each -> n rows.
+        Built in cache-sized dense blocks (no sort). Shapes: parts of n rows each ->
+        ([n + 1], [nnz], [[nnz] per part]).
         """
-        n = len(parts[0][1])
-        if any(len(p) != n for _, p in parts):
-            raise ValueError("weighted_sum needs parts with the same rows")
-        if len(parts) == 1:
-            return parts[0][1].scaled(parts[0][0])
-        if n == 0:
-            return cls(np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64))
-        width = max(1, 1 + max(int(p.items.max(initial=-1)) for _, p in parts))
-        # Cache-sized dense blocks (no sort): each entry is 0 + the parts' weighted values in
-        # ``parts``' order, as a running sum would give; ``kept`` marks the union of items.
+        n = len(parts[0])
+        if any(len(p) != n for p in parts):
+            raise ValueError("union needs parts with the same rows")
+        width = max(1, 1 + max(int(p.items.max(initial=-1)) for p in parts))
         size = max(1, _CHUNK_ELEMENTS // width)
-        lengths, items, values = [], [], []
+        lengths, items, values = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [[np.zeros(0)] for _ in parts]
         for start in range(0, n, size):
             stop = min(start + size, n)
-            block = np.zeros((stop - start, width))
+            blocks = np.zeros((len(parts), stop - start, width))
             kept = np.zeros((stop - start, width), bool)
-            for w, p in parts:
+            for block, p in zip(blocks, parts):
                 sub = p.rows(start, stop)
                 rows = np.repeat(np.arange(stop - start), np.diff(sub.offsets))
-                block[rows, sub.items] += w * sub.values  # (row, item) pairs are distinct in a part
+                block[rows, sub.items] = sub.values  # (row, item) pairs are distinct in a part
                 kept[rows, sub.items] = True
             r, i = np.nonzero(kept)  # row-major: each row's items ascending
             lengths.append(np.bincount(r, minlength=stop - start))
             items.append(i.astype(np.int64))
-            values.append(block[r, i])
-        if not lengths:
-            return cls(np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64))
-        return cls(_offsets(np.concatenate(lengths)), np.concatenate(items), np.concatenate(values))
+            for out, block in zip(values, blocks):
+                out.append(block[r, i])
+        return _offsets(np.concatenate(lengths)), np.concatenate(items), [np.concatenate(v) for v in values]
+
+    @classmethod
+    def weighted_sum(cls, parts: Sequence[tuple[float, SparseScores]]) -> SparseScores:
+        """Σ weight · scores over ``parts`` (rows of the same instances), on the union of each
+        row's items, ascending (:meth:`union`); an item kept by one part only gets that part's
+        weighted value exactly (the others add w · 0 = 0), one kept by several the sum in
+        ``parts``' order.
+
+        Shapes: parts of n rows each -> n rows.
+        """
+        if len(parts) == 1:
+            return parts[0][1].scaled(parts[0][0])
+        offsets, items, aligned = cls.union([p for _, p in parts])
+        total = np.zeros(len(items))
+        for (w, _), values in zip(parts, aligned):
+            total = total + w * values
+        return cls(offsets, items, total)
 
     def add_to(self, dense: np.ndarray, weight: float) -> np.ndarray:
         """dense + weight · self, in place. Shapes: dense [n, I] -> [n, I]."""
