@@ -361,12 +361,35 @@ def _attention_buckets(
     return tuple(buckets)
 
 
+def _last_baskets_within(
+    data: BasketData, users: np.ndarray, full_T: np.ndarray, T: np.ndarray, max_items: int
+) -> np.ndarray:
+    """Per instance, how many of the last ``T`` history baskets (of ``full_T``) hold at most
+    ``max_items`` items together, counting back from the last one; at least 1 where T > 0.
+
+    Shapes: users, full_T, T [n] -> [n].
+    """
+    sizes = data.histories(users, T, first=full_T - T).baskets.lengths.astype(np.int64)  # [sum T]
+    inst = np.repeat(np.arange(len(T), dtype=np.int64), T)  # [sum T]
+    offsets = _offsets(T)
+    # Items from each basket to the end of its history: the instance's total minus what
+    # comes before the basket.
+    before = np.cumsum(sizes) - sizes  # [sum T], over all instances
+    total = np.add.reduceat(sizes, offsets[:-1][T > 0]) if len(sizes) else sizes
+    inst_total = np.zeros(len(T), dtype=np.int64)
+    inst_total[T > 0] = total
+    from_here = inst_total[inst] - (before - before[offsets[:-1][inst]])  # [sum T]
+    kept = np.bincount(inst[from_here <= max_items], minlength=len(T))  # [n]
+    return np.minimum(T, np.maximum(kept, 1))
+
+
 def build_user_graphs(
     data: BasketData,
     instances: Instances,
     with_targets: bool = True,
     form: str = "factored",
     max_history: int = 0,
+    max_history_items: int = 0,
 ) -> UserGraphs:
     """Build the co-occurrence graphs of every instance's history, vectorised over instances.
 
@@ -374,12 +397,17 @@ def build_user_graphs(
     "edges" (the explicit weighted edge list; the tests' reference). ``max_history`` > 0: each
     graph holds only the last ``max_history`` baskets of the history (the target is still the
     basket after the whole history); the number left out is ``left_out_baskets``.
+    ``max_history_items`` > 0: of those, only the latest whole baskets holding at most that
+    many items together (always at least the last basket); left-out baskets are counted with
+    the others.
     """
     if form not in ("factored", "edges"):
         raise ValueError(f"unknown graph form {form!r}")
     n = len(instances)
     full_T = np.asarray(instances.n_history, dtype=np.int64)  # [n]
     T = np.minimum(full_T, max_history) if max_history > 0 else full_T  # [n]
+    if max_history_items > 0:
+        T = _last_baskets_within(data, instances.users, full_T, T, max_history_items)
     hist = data.histories(instances.users, T, first=full_T - T)
     baskets = hist.baskets
     n_hb = baskets.n_rows

@@ -565,6 +565,40 @@ def test_history_cap_is_the_graph_of_the_last_baskets(form):
     np.testing.assert_array_equal(same.node_item, full.node_item)
 
 
+@pytest.mark.parametrize("max_items", [1, 3, 7, 12, 40])
+@pytest.mark.parametrize("max_history", [0, 3])
+def test_item_cap_keeps_the_latest_whole_baskets_within_the_budget(max_items, max_history):
+    # Random customers with baskets of 1 to 9 items: the item cap keeps, per instance, the
+    # longest run of last baskets (within max_history) whose items add up to at most
+    # max_items, and never less than the last basket. Reference: a loop per instance.
+    rng = np.random.default_rng(max_items)
+    sequences = [
+        [sorted(rng.choice(30, size=rng.integers(1, 10), replace=False).tolist()) for _ in range(rng.integers(2, 9))]
+        for _ in range(25)
+    ]
+    n_history = [int(rng.integers(1, len(s))) for s in sequences]  # prefixes, as the temporal split
+    data, instances = from_sequences(sequences, n_items=30), _instances(sequences, n_history)
+    capped = build_user_graphs(data, instances, max_history=max_history, max_history_items=max_items)
+    expected = []
+    for s, n in zip(sequences, n_history):
+        window = s[:n][-max_history:] if max_history else s[:n]
+        keep, total = 0, 0
+        for basket in reversed(window):
+            total += len(basket)
+            if total > max_items:
+                break
+            keep += 1
+        expected.append(max(keep, 1))
+    assert capped.n_history.tolist() == expected
+    assert capped.left_out_baskets == sum(n_history) - sum(expected)
+    # The graphs are those of the kept baskets: same as a plain cap per instance's length.
+    cut = [s[n - k: n + 1] for s, n, k in zip(sequences, n_history, expected)]
+    reference = build_user_graphs(from_sequences(cut, n_items=30), _instances(cut))
+    for name in ("node_item", "node_offsets", "present_t", "target_items"):
+        np.testing.assert_array_equal(getattr(capped, name), getattr(reference, name), err_msg=name)
+    assert any(k < min(n, max_history or n) for k, n in zip(expected, n_history)) or max_items >= 40
+
+
 def test_sizes_are_nodes_per_instance():
     g = _graphs()
     assert g.sizes.tolist() == [3, 1, 2, 2]  # u0: 1, 2, 3; u1: 0; u2: 4, 5; u3: 0, 1

@@ -20,7 +20,10 @@ def _build(n_items: int, config: Any) -> DNNTSP:
 
 
 def _batches(data: BasketData, instances: Instances, config: Any, with_targets: bool) -> UserGraphs:
-    return build_user_graphs(data, instances, with_targets=with_targets, max_history=config.max_history)
+    return build_user_graphs(
+        data, instances, with_targets=with_targets, max_history=config.max_history,
+        max_history_items=config.max_history_items,
+    )
 
 
 def _too_small_for_batchnorm(batch: GraphBatch) -> bool:

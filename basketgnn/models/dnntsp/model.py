@@ -110,6 +110,15 @@ class DNNTSPConfig(TrainOptions):
         "(BENCHMARKS.md §7).",
     )
 
+    max_history_items: int = Field(
+        0,
+        ge=0,
+        description="Beyond the paper: of those baskets, the graphs and attention see only the "
+        "latest whole baskets holding at most this many items together (always the last "
+        "basket; 0 = no limit); the TIFU-KNN fusion still reads the whole history. Bounds "
+        "the cost of a customer with big baskets (BENCHMARKS.md §7).",
+    )
+
     @model_validator(mode="after")
     def _heads_divide_embedding(self) -> DNNTSPConfig:
         if self.attention and self.head_merge == "concat" and self.embed_dim % self.heads:
