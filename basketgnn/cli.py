@@ -528,12 +528,9 @@ def train(
     if result.addon is not None:
         console.print(result.addon.describe(), highlight=False)
     if result.left_out_baskets:
-        console.print(
-            "history cap: the model left out "
-            + ", ".join(f"{n:,} {part} history baskets" for part, n in result.left_out_baskets.items())
-            + " (max_history; the TIFU-KNN fusion reads whole histories)",
-            highlight=False,
-        )
+        from basketgnn.engine.trainer import describe_left_out
+
+        console.print(describe_left_out(result.left_out_baskets), highlight=False)
     metrics, _ = evaluate_model(rec, dataset, sp["validate"])
     k = _first_k(metrics)
     console.print(

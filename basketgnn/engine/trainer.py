@@ -99,6 +99,15 @@ class TrainResult:
     left_out_baskets: dict[str, int] = field(default_factory=dict)
 
 
+def describe_left_out(left_out_baskets: dict[str, int]) -> str:
+    """One line on what a history cap left out, e.g. {"train": 3168, "validate": 3340}."""
+    return (
+        "history cap: the model left out "
+        + ", ".join(f"{n:,} {part} history baskets" for part, n in left_out_baskets.items())
+        + " (max_history, max_history_items; the TIFU-KNN fusion reads whole histories)"
+    )
+
+
 def setup_torch(config: TrainOptions) -> torch.device:
     """Threads and float behaviour for training and scoring; returns the device."""
     if config.threads:

@@ -197,7 +197,13 @@ def report_html(summary: dict[str, Any], charts: list[str]) -> str:
             ""
             if not training
             else f"Best epoch {training['best_epoch']} of {training['epochs_run']} by mean validation "
-            f"NDCG (kept as the model); {training['train_seconds']:.0f}s of training.",
+            f"NDCG (kept as the model); {training['train_seconds']:.0f}s of training."
+            + (
+                " The model's history cap left out "
+                + ", ".join(f"{n:,} {p} history baskets" for p, n in training["left_out_baskets"].items())
+                + " (max_history, max_history_items); the TIFU-KNN fusion reads whole histories."
+                if training.get("left_out_baskets") else ""
+            ),
         ),
         METRICS_CHART: ("Metrics at each K", "Test customers; higher is better."),
         REPEAT_EXPLORE_CHART: (

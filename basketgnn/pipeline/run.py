@@ -905,6 +905,10 @@ class _Runner:
         assert result is not None
         if result.warm_start is not None:
             self.say(f"  {result.warm_start.describe()}; epoch 0 is that model")
+        if result.left_out_baskets:
+            from basketgnn.engine.trainer import describe_left_out
+
+            self.say("  " + describe_left_out(result.left_out_baskets))
         # Lets `basketgnn predict/evaluate --checkpoint` find this run's data and exact split.
         stamp_checkpoint(folder / "best.pt", prepare.dir / "data", str(split.dir / "split.json"))
         history = result.history
@@ -915,6 +919,7 @@ class _Runner:
             # Summed per epoch, so a resumed training counts its earlier epochs too.
             "train_seconds": round(sum(r["train_s"] + r["validate_s"] for r in history), 3),
             **({"warm_start": result.warm_start.as_dict()} if result.warm_start is not None else {}),
+            **({"left_out_baskets": result.left_out_baskets} if result.left_out_baskets else {}),
         }
 
     def _trained(self, name: str, fit: _Stage) -> NeuralRecommender:
@@ -1038,7 +1043,9 @@ class _Runner:
             **{
                 f"{name}_training": {
                     k: fit.info[k]
-                    for k in ("best_epoch", "epochs_run", "best_validation", "train_seconds")
+                    for k in ("best_epoch", "epochs_run", "best_validation", "train_seconds",
+                              "left_out_baskets")
+                    if k in fit.info
                 }
                 for name, fit in fits.items()
             },

@@ -182,6 +182,24 @@ def test_changing_a_dnntsp_setting_reruns_only_training_onwards(first, log, tmp_
     assert metrics["models"][1]["params"]["lr"] == 0.005
 
 
+def test_what_the_models_history_cap_left_out_is_shown_everywhere(first, log, tmp_path):
+    config, _ = first
+    shutil.copytree(config.parent / "run", tmp_path / "run")
+    changed = write_job(tmp_path, log[0], models={"dnntsp": {**DNNTSP, "max_history_items": 8}})
+    out = io.StringIO()
+    run(changed, out)
+    run_dir = tmp_path / "run"
+    left_out = json.loads((run_dir / "metrics.json").read_text())["dnntsp_training"]["left_out_baskets"]
+    assert left_out["train"] > 0 and left_out["validate"] > 0
+    line = f"left out {left_out['train']:,} train history baskets, {left_out['validate']:,} validate history baskets"
+    page = html.unescape((run_dir / "report.html").read_text())
+    for text in (out.getvalue(), (run_dir / "pipeline.log").read_text(), page):
+        assert line in " ".join(text.split()), text
+    # The same job without the item cap (max_history 20 alone) leaves out fewer.
+    before = json.loads((config.parent / "run" / "metrics.json").read_text())["dnntsp_training"]
+    assert before.get("left_out_baskets", {}).get("train", 0) < left_out["train"]
+
+
 def test_changing_only_where_training_runs_reruns_nothing(first, log, tmp_path):
     config, _ = first
     shutil.copytree(config.parent / "run", tmp_path / "run")
