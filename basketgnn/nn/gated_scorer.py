@@ -120,6 +120,14 @@ class GatedScorer(nn.Module):
         self.item_bias.copy_(torch.log(p) - torch.log1p(-p))
         self.out.bias.zero_()
 
+    @torch.no_grad()
+    def set_base_rate(self, rate: float, smoothing: float = 1e-6) -> None:
+        """b_o = the log-odds of ``rate`` (clipped to [smoothing, 1 - smoothing]): every initial
+        logit starts near the base rate of a target item instead of near 0. A constant on every
+        logit, so no ranking changes; only where training starts from."""
+        p = min(max(float(rate), smoothing), 1 - smoothing)
+        self.out.bias.fill_(torch.logit(torch.tensor(p, dtype=torch.float64)).item())
+
     def gate_values(self, node_item: torch.Tensor) -> torch.Tensor:
         """α of each node's item. Shapes: [M] -> [M]."""
         if self.alpha is not None:

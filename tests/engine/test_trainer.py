@@ -198,6 +198,27 @@ def test_item_prior_starts_training_at_popularity():
     assert prior.result.history[0]["train_loss"] < 0.5 * plain.result.history[0]["train_loss"]
 
 
+def test_base_rate_init_starts_training_at_the_base_rate():
+    """With base_rate_init the output bias starts at the log-odds of the targets' share of the
+    catalogue, the first epoch's loss is far below the all-logits-near-0 start (log 2), and
+    nothing but that bias differs from the plain start of the same seed."""
+    data = planted_data(n_users=80)
+    plain, sp = fit(data, epochs=1, lr=1e-3, fusion="off")
+    based, _ = fit(data, epochs=1, lr=1e-3, fusion="off", base_rate_init=True)
+    assert plain.result.history[0]["train_loss"] > 0.5
+    assert based.result.history[0]["train_loss"] < 0.5 * plain.result.history[0]["train_loss"]
+    targets = data.targets(sp["train"].users, sp["train"].n_history)
+    rate = len(targets.values) / (len(sp["train"]) * data.n_items)
+    fresh = {}
+    for on in (False, True):
+        torch.manual_seed(0)
+        module = SPEC.build(data.n_items, DNNTSPConfig(**{**FAST, "base_rate_init": on}))
+        SPEC.init(module, data, sp["train"], DNNTSPConfig(**{**FAST, "base_rate_init": on}))
+        fresh[on] = module.state_dict()
+    assert fresh[True]["scorer.out.bias"].item() == pytest.approx(np.log(rate / (1 - rate)), rel=1e-6)
+    assert [k for k in fresh[True] if not torch.equal(fresh[True][k], fresh[False][k])] == ["scorer.out.bias"]
+
+
 def test_work_bound_splits_long_batches_and_a_loose_one_changes_nothing():
     data = planted_data(n_users=120)
     loose, _ = fit(data, epochs=2, fusion="off", batch_work=10**9)

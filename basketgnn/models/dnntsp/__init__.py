@@ -35,6 +35,8 @@ def _too_small_for_batchnorm(batch: GraphBatch) -> bool:
 def _init(module: DNNTSP, data: BasketData, train: Instances, config: Any) -> None:
     if config.item_prior:
         module.init_item_prior(data.targets(train.users, train.n_history).values, len(train))
+    elif config.base_rate_init:
+        module.init_base_rate(len(data.targets(train.users, train.n_history).values), len(train))
 
 
 SPEC = ModelSpec(

@@ -100,6 +100,14 @@ class DNNTSPConfig(TrainOptions):
         "lowered the model's validation score on DC and TaFeng (BENCHMARKS.md §9).",
     )
 
+    base_rate_init: bool = Field(
+        False,
+        description="Beyond the paper: the output bias b_o starts at the log-odds of the "
+        "share of the catalogue in an average training target basket, not near 0, so training "
+        "does not spend its first epochs pushing every logit down (a constant on every logit: "
+        "rankings are unchanged at the start; BENCHMARKS.md §7). item_prior replaces it.",
+    )
+
     max_history: int = Field(
         20,
         ge=0,
@@ -192,6 +200,11 @@ class DNNTSP(nn.Module):
             explore_attention=config.explore_attention,
             membership_steps=config.membership_steps,
         )
+
+    def init_base_rate(self, n_target_items: int, n_targets: int) -> None:
+        """Start the output bias at the log-odds of n_target_items / (n_targets · I), the share
+        of the catalogue in an average training target basket."""
+        self.scorer.set_base_rate(n_target_items / max(n_targets * self.num_items, 1))
 
     def init_item_prior(self, target_items: torch.Tensor | np.ndarray, n_targets: int) -> None:
         """Set the per-item bias to the log-odds of each item's frequency among ``n_targets``
