@@ -39,7 +39,6 @@ from basketgnn.data.split import Instances
 from basketgnn.evaluate import usable_ks
 from basketgnn.metrics import ranking_metrics, top_k
 from basketgnn.models.neighbours import NeighbourPool, NeighbourScores, fuse_neighbours
-from basketgnn.scoring.candidates import SharedScores
 from basketgnn.scoring.fusion import ScoreFusion, choose_fusion, fusion_choice
 from basketgnn.scoring.tifu import DEFAULT_POOL_CAP
 
@@ -184,7 +183,7 @@ def wants_addon(config: Any) -> bool:
 
 def choose_addon(
     config: Any,
-    val_scores: np.ndarray | SharedScores,
+    val_scores: np.ndarray,
     data: BasketData,
     train: Instances,
     validate: Instances,
@@ -212,8 +211,6 @@ def choose_addon(
         d = fusion_choice(fusion)
         choice = AddOnChoice.from_dict(d)
         return (FusionAddOn(fusion) if fusion.weight > 0 else None), choice
-    if isinstance(val_scores, SharedScores):
-        val_scores = val_scores.dense()
     weights = NEIGHBOUR_WEIGHTS if config.neighbour_weight == "auto" else (float(config.neighbour_weight),)
     ks_nbr = NEIGHBOUR_KS if config.neighbour_k == "auto" else (int(config.neighbour_k),)
     targets = data.targets(validate.users, validate.n_history)

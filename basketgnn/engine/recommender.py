@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from basketgnn.data.dataset import BasketData
+from basketgnn.data.dataset import BasketData, _offsets
 from basketgnn.data.split import Instances
 from basketgnn.engine.addons import FusionAddOn, NeighbourAddOn, RankingAddOn
 from basketgnn.engine.checkpoint import load_checkpoint
@@ -30,9 +30,9 @@ from basketgnn.engine.options import TrainOptions
 from basketgnn.engine.spec import ModelSpec
 from basketgnn.engine.trainer import (
     TrainResult,
+    length_batches,
     score_source,
     setup_torch,
-    shared_source_scores,
     train_model,
 )
 from basketgnn.errors import UserError
@@ -188,12 +188,34 @@ class NeuralRecommender:
     def _shared_scores(
         self, data: BasketData, instances: Instances, device: torch.device, pool: ThreadPoolExecutor | None = None
     ) -> SharedScores | None:
-        """The module's scores as one shared row plus each instance's own entries, batched as
-        :meth:`score` batches (``engine.trainer.shared_source_scores``), or None when the
-        module's configuration has no such form."""
-        assert self.model is not None
+        """The module's scores as one shared row plus each instance's own entries (the
+        module's ``forward_sparse``, batched as :meth:`score` batches, on ``pool``'s threads
+        when given), or None when the module's configuration has no such form."""
+        module = self.model
+        assert module is not None
+        module.eval()
         source = self.spec.batches(data, instances, self.config, False)
-        return shared_source_scores(self.model, source, data.n_items, device, SCORE_BATCH, 0, pool)
+
+        def forward(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+            with torch.inference_mode():  # per thread
+                batch = source.collate(idx, with_targets=False).to(device)
+                out = module.forward_sparse(batch)  # type: ignore[operator]
+                if out is None:
+                    return None
+                base, node = out[0].float().cpu().numpy(), out[1].float().cpu().numpy()  # [I], [M]
+                return base, idx[batch.node_user.cpu().numpy()], batch.node_item.cpu().numpy(), node
+
+        batches = length_batches(source.lengths, SCORE_BATCH, None)
+        done = list(pool.map(forward, batches)) if pool is not None else [forward(idx) for idx in batches]
+        if any(d is None for d in done):
+            return None
+        parts = [d for d in done if d is not None]
+        base = parts[0][0]  # [I], the same in every batch
+        row = np.concatenate([p[1] for p in parts]).astype(np.int64)
+        order = np.argsort(row, kind="stable")
+        offsets = _offsets(np.bincount(row, minlength=len(instances)))
+        items = np.concatenate([p[2] for p in parts]).astype(np.int64)[order]
+        return SharedScores(base, offsets, items, np.concatenate([p[3] for p in parts])[order])
 
     def params(self) -> dict[str, Any]:
         p: dict[str, Any] = self.config.model_dump()

@@ -54,7 +54,6 @@ import copy
 import json
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,7 +62,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from basketgnn.data.dataset import BasketData, _offsets
+from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances, prefix_instances
 from basketgnn.engine import distributed
 from basketgnn.engine.addons import (
@@ -84,7 +83,6 @@ from basketgnn.evaluate import usable_ks
 from basketgnn.fingerprint import data_fingerprint
 from basketgnn.io_utils import atomic_path, write_text
 from basketgnn.metrics import KS, ranking_metrics, top_k
-from basketgnn.scoring.candidates import SharedScores
 
 
 @dataclass
@@ -236,55 +234,6 @@ def score_source(
         batch = source.collate(idx, with_targets=False).to(device)
         out[idx] = module(batch).float().cpu().numpy()
     return out
-
-
-@torch.no_grad()
-def shared_source_scores(
-    module: nn.Module,
-    source: BatchSource,
-    n_items: int,
-    device: torch.device,
-    batch_size: int = 256,
-    work: int = 0,
-    pool: ThreadPoolExecutor | None = None,
-) -> SharedScores | None:
-    """:func:`score_source`'s scores as one shared row plus each instance's own entries (the
-    module's ``forward_sparse``, batched as score_source batches, on ``pool``'s threads when
-    given), never the [n, I] matrix; None when the module has no such form (no
-    ``forward_sparse``, or a configuration that scores items outside a history per instance).
-    Entry for entry the same float32 values as score_source (forward_sparse's contract).
-
-    Shapes: -> SharedScores of len(source) rows over n_items.
-    """
-    forward_sparse = getattr(module, "forward_sparse", None)
-    if not callable(forward_sparse):
-        return None
-    module.eval()
-
-    def forward(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-        with torch.inference_mode():  # per thread
-            batch = source.collate(idx, with_targets=False).to(device)
-            out = forward_sparse(batch)
-            if out is None:
-                return None
-            base, node = out[0].float().cpu().numpy(), out[1].float().cpu().numpy()  # [I], [M]
-            return base, idx[batch.node_user.cpu().numpy()], batch.node_item.cpu().numpy(), node
-
-    batches = length_batches(source.lengths, batch_size, None, source_sizes(source), work)
-    done = list(pool.map(forward, batches)) if pool is not None else [forward(idx) for idx in batches]
-    if any(d is None for d in done):
-        return None
-    parts = [d for d in done if d is not None]
-    n = len(source)
-    if not parts:
-        return SharedScores(np.zeros(n_items, np.float32), np.zeros(n + 1, np.int64),
-                            np.zeros(0, np.int64), np.zeros(0, np.float32))  # fmt: skip
-    base = parts[0][0]  # [I], the same in every batch
-    row = np.concatenate([p[1] for p in parts]).astype(np.int64)
-    order = np.argsort(row, kind="stable")
-    offsets = _offsets(np.bincount(row, minlength=n))
-    items = np.concatenate([p[2] for p in parts]).astype(np.int64)[order]
-    return SharedScores(base, offsets, items, np.concatenate([p[3] for p in parts])[order])
 
 
 def validation_metrics(
@@ -517,13 +466,8 @@ def _train_model(
     module.eval()
     addon, choice = None, None
     if best["state"] is not None and wants_addon(config) and writes:
-        # The ranking add-on step: any model, from its validation scores (as a shared row plus
-        # each customer's own entries where the module has that form and the add-on can use it).
-        val_scores: np.ndarray | SharedScores | None = None
-        if getattr(config, "fusion", None) == "tifu":
-            val_scores = shared_source_scores(module, val_source, data.n_items, device, work=score_work)
-        if val_scores is None:
-            val_scores = score_source(module, val_source, data.n_items, device, work=score_work)
+        # The ranking add-on step: any model, from its validation scores.
+        _, val_scores = validation_metrics(module, val_source, data, validate, device, score_work)
         addon, choice = choose_addon(config, val_scores, data, pool_train, validate)
     if out is not None and writes and best["state"] is not None and choice is not None:
         # best.pt was written during training; add the add-on choice (and its state, if used).

@@ -433,7 +433,7 @@ def customer_metrics(ranked: np.ndarray, data: BasketData, instances: Instances)
 
 
 def choose_fusion(
-    val_scores: np.ndarray | SharedScores,
+    val_scores: np.ndarray,
     data: BasketData,
     train: Instances,
     validate: Instances,
@@ -455,10 +455,7 @@ def choose_fusion(
     """Choose the fusion of a trained model with TIFU-KNN on the validation customers.
 
     Args:
-        val_scores: the trained model's scores of ``validate``, [n_val, I], or the same as
-            :class:`SharedScores` (one shared row plus each customer's own entries; with the
-            sigmoid transform every grid point is then ranked from a few candidates per
-            customer, ``candidates.fused_top_k``: the same rankings, never an [n_val, I] matrix).
+        val_scores: the trained model's scores of ``validate``, [n_val, I].
         data, train, validate: the data, the training instances (TIFU's pool) and the
             validation instances (whose targets choose).
         transform: how the model's scores are put on [0, 1] ("sigmoid" for logits).
@@ -479,12 +476,8 @@ def choose_fusion(
             of ``transition_options``, beside the points without it. The transition matrix is
             built from the same (capped) pool as TIFU's.
     """
-    shared = isinstance(val_scores, SharedScores)
-    if shared and transform != "sigmoid":
-        val_scores, shared = val_scores.dense(), False  # type: ignore[union-attr]
-    n_cols = len(val_scores.base) if shared else val_scores.shape[1]  # type: ignore[union-attr]
-    if len(val_scores) != len(validate) or n_cols != data.n_items:
-        raise ValueError(f"validation scores of {len(val_scores)} x {n_cols} for {len(validate)} instances and {data.n_items} items")
+    if len(val_scores) != len(validate) or val_scores.shape[1] != data.n_items:
+        raise ValueError(f"validation scores {val_scores.shape} for {len(validate)} instances and {data.n_items} items")
     tifu_validation = None
     if tifu is None:
         start = TifuParams(pool_cap=pool_cap)
@@ -506,9 +499,8 @@ def choose_fusion(
     ranked = {key: np.empty((len(validate), cut), np.int64) for key in points}
     for start in range(0, len(validate), chunk):
         stop = min(start + chunk, len(validate))
-        model = val_scores.rows(start, stop) if shared else val_scores[start:stop]  # type: ignore[union-attr]
-        # once per chunk, not per grid point
-        normalised = None if shared else normalise(model, transform)  # type: ignore[arg-type]
+        model = val_scores[start:stop]
+        normalised = normalise(model, transform)  # once per chunk, not per grid point
         # q and t on the union of their items, once per chunk and reading of t (λ q + ν t then
         # gives SparseScores.weighted_sum's values bit for bit).
         union = {o: SparseScores.union([by_alpha[alpha_list[0]].rows(start, stop), t.rows(start, stop)])
@@ -516,9 +508,6 @@ def choose_fusion(
         for w, a, j in points:  # the model alone (w = 0) does not depend on α: one point
             if w == 0:
                 fused = model
-                if shared:
-                    ranked[w, a, j][start:stop] = fused_top_k(model, cut)[0]  # type: ignore[arg-type]
-                    continue
             else:
                 extra = extras[j]
                 if extra is None:
@@ -526,10 +515,7 @@ def choose_fusion(
                 else:
                     offsets, items, (q, t) = union[extra[1]]
                     addend = SparseScores(offsets, items, (np.zeros(len(items)) + w * q) + extra[0] * t)
-                if shared:
-                    ranked[w, a, j][start:stop] = fused_top_k(model, cut, None, w, addend=addend)[0]  # type: ignore[arg-type]
-                    continue
-                fused = _fuse_normalised(model, None if w == 1 else normalised, addend, w)  # type: ignore[arg-type]
+                fused = _fuse_normalised(model, None if w == 1 else normalised, addend, w)
             ranked[w, a, j][start:stop] = top_k(fused, cut)
     per_metric = {key: customer_metrics(ranked[key], data, validate) for key in points}  # {name: [n_val]} each
     best_key, why = select_point(per_metric, points, alpha_list, rule)

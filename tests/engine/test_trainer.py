@@ -219,24 +219,6 @@ def test_base_rate_init_starts_training_at_the_base_rate():
     assert [k for k in fresh[True] if not torch.equal(fresh[True][k], fresh[False][k])] == ["scorer.out.bias"]
 
 
-def test_the_fusion_choice_from_shared_scores_is_the_dense_choice():
-    """Training chooses the TIFU fusion from the model's validation scores as a shared row plus
-    each customer's own entries; the same choice as from the dense [n_val, I] scores."""
-    from basketgnn.engine.addons import choose_addon
-    from basketgnn.engine.trainer import score_source, shared_source_scores
-
-    data = planted_data(n_users=90)
-    rec, sp = fit(data, epochs=2, fusion="tifu", transitions=True)
-    config = rec.config
-    source = SPEC.batches(data, sp["validate"], config, False)
-    device = torch.device("cpu")
-    dense = score_source(rec.model, source, data.n_items, device, work=config.batch_work * 256 // config.batch_size)
-    shared = shared_source_scores(rec.model, source, data.n_items, device, work=config.batch_work * 256 // config.batch_size)
-    np.testing.assert_array_equal(shared.dense(), dense)
-    _, from_dense = choose_addon(config, dense, data, sp["train"], sp["validate"])
-    assert rec.result.addon.as_dict() == from_dense.as_dict()
-
-
 def test_work_bound_splits_long_batches_and_a_loose_one_changes_nothing():
     data = planted_data(n_users=120)
     loose, _ = fit(data, epochs=2, fusion="off", batch_work=10**9)

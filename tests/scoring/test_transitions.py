@@ -215,28 +215,3 @@ def test_choice_finds_a_transition_signal_that_tifu_misses():
         key=lambda g: g.validation_criterion,
     )
     assert all(chosen.metrics[m] >= tifu_alone.metrics[m] for m in tifu_alone.metrics)
-
-
-@pytest.mark.parametrize("rule", ["floor", "best"])
-def test_choice_from_shared_scores_equals_the_dense_choice(rule):
-    """choose_fusion given the model's scores as SharedScores (a shared row plus each
-    customer's own entries; the candidate top-k at every grid point) makes the same grid,
-    metrics and choice as given their dense matrix, over chunks and with ties in the scores."""
-    rng = np.random.default_rng(2)
-    seqs = [[sorted(rng.choice(30, size=rng.integers(1, 4), replace=False).tolist()) for _ in range(rng.integers(3, 7))]
-            for _ in range(120)]
-    data = from_sequences(seqs, n_items=30)
-    sp = make_split(data, "temporal")
-    val = sp["validate"]
-    base = np.round(rng.normal(size=data.n_items), 1).astype(np.float32)  # rounded: ties
-    hist = data.histories(val.users, val.n_history)
-    rows = np.repeat(np.arange(len(val)), np.diff(hist.basket_offsets))
-    own_rows, own_items = np.unique(np.c_[np.repeat(rows, hist.baskets.lengths), hist.baskets.values], axis=0).T
-    scores = SharedScores(base, np.r_[0, np.cumsum(np.bincount(own_rows, minlength=len(val)))],
-                          own_items.astype(np.int64), np.round(rng.normal(size=len(own_items)) + 1, 1).astype(np.float32))
-    params = TifuParams(k=10, m=2, r_b=1.0, r_g=0.7, alpha=0.5)
-    dense = choose_fusion(scores.dense(), data, sp["train"], val, tifu=params, transitions=True, chunk=16, rule=rule)
-    fast = choose_fusion(scores, data, sp["train"], val, tifu=params, transitions=True, chunk=16, rule=rule)
-    assert fast.grid == dense.grid and len(fast.grid) > 50
-    assert (fast.weight, fast.transition_weight, fast.selection) == (dense.weight, dense.transition_weight, dense.selection)
-    assert len({g.validation_criterion for g in dense.grid}) > 10  # the grid points do differ
