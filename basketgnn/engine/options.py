@@ -31,6 +31,13 @@ class TrainOptions(BaseModel):
     )
     epochs: int = Field(100, ge=1, description="Maximum number of epochs.")
     patience: int = Field(10, ge=1, description="Stop after this many epochs without a better validation NDCG.")
+    min_steps: int = Field(
+        0,
+        ge=0,
+        description="Early stopping (patience) never stops a run before this many optimizer "
+        "steps, so a run with few steps per epoch is not stopped while its first epochs are "
+        "still spent lowering every logit.",
+    )
     lr_patience: int = Field(3, ge=0, description="ReduceLROnPlateau patience (epochs, on training loss).")
     lr_schedule: Literal["plateau", "cosine"] = Field(
         "plateau",

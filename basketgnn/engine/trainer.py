@@ -390,9 +390,12 @@ def _train_model(
             save_checkpoint(out / "best.pt", spec.name, module, config, data.item_ids,
                             {"epoch": 0, "validation": val, "data_fingerprint": fingerprint})
     stale = start_epoch - 1 - best["epoch"]
+    steps_done = sum(int(r.get("steps", 0)) for r in history)  # after a resume: the earlier epochs'
     epoch = start_epoch - 1
     for epoch in range(start_epoch, config.epochs + 1):
-        if stale >= config.patience:
+        # Early stopping, but never before min_steps optimizer steps: with few steps per epoch
+        # the first epochs can all be spent lowering every logit (BENCHMARKS.md §7).
+        if stale >= config.patience and steps_done >= config.min_steps:
             epoch -= 1
             break
         t0 = time.perf_counter()
@@ -426,6 +429,7 @@ def _train_model(
         else:
             scheduler.step(train_loss)
         train_s = time.perf_counter() - t0
+        steps_done += len(batches)
         val, _ = validation_metrics(module, val_part_source, data, val_part, device, score_work)
         if val_part is not validate:
             val = distributed.mean_over_ranks(val, len(val_part))

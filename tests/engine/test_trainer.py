@@ -219,6 +219,29 @@ def test_base_rate_init_starts_training_at_the_base_rate():
     assert [k for k in fresh[True] if not torch.equal(fresh[True][k], fresh[False][k])] == ["scorer.out.bias"]
 
 
+def test_min_steps_holds_off_early_stopping_and_a_reached_one_changes_nothing(monkeypatch):
+    # Validation that never improves after epoch 1: patience 2 stops after epoch 3 unless
+    # min_steps asks for more steps.
+    import basketgnn.engine.trainer as trainer
+
+    real = trainer.validation_metrics
+
+    def flat(*args, **kwargs):
+        metrics, scores = real(*args, **kwargs)
+        return {**metrics, "mean_ndcg": 0.1}, scores
+
+    monkeypatch.setattr(trainer, "validation_metrics", flat)
+    data = planted_data(n_users=80)
+    stopped, _ = fit(data, epochs=20, patience=2, fusion="off", min_steps=0)
+    assert stopped.result.epochs_run == 3 and stopped.result.best_epoch == 1
+    steps = stopped.result.history[0]["steps"]
+    held, _ = fit(data, epochs=20, patience=2, fusion="off", min_steps=5 * steps)
+    assert held.result.epochs_run == 5 and held.result.best_epoch == 1
+    same, _ = fit(data, epochs=20, patience=2, fusion="off", min_steps=3 * steps)
+    drop = lambda h: [{k: v for k, v in r.items() if not k.endswith("_s")} for r in h]  # noqa: E731
+    assert drop(same.result.history) == drop(stopped.result.history)
+
+
 def test_work_bound_splits_long_batches_and_a_loose_one_changes_nothing():
     data = planted_data(n_users=120)
     loose, _ = fit(data, epochs=2, fusion="off", batch_work=10**9)

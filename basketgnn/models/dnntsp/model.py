@@ -127,6 +127,16 @@ class DNNTSPConfig(TrainOptions):
         "the cost of a customer with big baskets (BENCHMARKS.md §7).",
     )
 
+    min_steps: int = Field(
+        1000,
+        ge=0,
+        description="Early stopping (patience) never stops a run before this many optimizer "
+        "steps. DNNTSP's first few hundred steps lower every logit from 0 before validation "
+        "moves; on a retail export with 26 steps per epoch one seed was stopped at epoch 11, "
+        "one epoch before it took off (BENCHMARKS.md §7). No DC or TaFeng run stops that early "
+        "(≥ 99 steps per epoch, patience 10), so it changes nothing there.",
+    )
+
     @model_validator(mode="after")
     def _heads_divide_embedding(self) -> DNNTSPConfig:
         if self.attention and self.head_merge == "concat" and self.embed_dim % self.heads:
