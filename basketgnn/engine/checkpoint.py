@@ -118,12 +118,12 @@ def _legacy_addon(state: dict[str, Any]) -> dict[str, Any] | None:
 def _config_as_trained(config: dict[str, Any]) -> dict[str, Any]:
     """The stored config with ``fusion`` as it meant when written (module docstring),
     ``transitions`` off when it was written before item transitions existed (its fusion never
-    tried them), and DNNTSP's ``max_history_items`` off when written before that cap existed
+    tried them), and DNNTSP's ``train_history_items`` off when written before that cap existed
     (the model was trained on uncapped windows)."""
     if "transitions" not in config:
         config = {**config, "transitions": False}
-    if "max_history" in config and "max_history_items" not in config:
-        config = {**config, "max_history_items": 0}
+    if "max_history" in config and "train_history_items" not in config:
+        config = {**config, "train_history_items": 0}
     if "fusion" in config:
         return config
     return {**config, "fusion": "off" if config.get("neighbour_weight", "auto") == 0 else "neighbours"}

@@ -104,7 +104,7 @@ def describe_left_out(left_out_baskets: dict[str, int]) -> str:
     return (
         "history cap: the model left out "
         + ", ".join(f"{n:,} {part} history baskets" for part, n in left_out_baskets.items())
-        + " (max_history, max_history_items; the TIFU-KNN fusion reads whole histories)"
+        + " (max_history, train_history_items; the TIFU-KNN fusion reads whole histories)"
     )
 
 

@@ -201,7 +201,7 @@ def report_html(summary: dict[str, Any], charts: list[str]) -> str:
             + (
                 " The model's history cap left out "
                 + ", ".join(f"{n:,} {p} history baskets" for p, n in training["left_out_baskets"].items())
-                + " (max_history, max_history_items); the TIFU-KNN fusion reads whole histories."
+                + " (max_history, train_history_items); the TIFU-KNN fusion reads whole histories."
                 if training.get("left_out_baskets") else ""
             ),
         ),

@@ -81,11 +81,12 @@ def test_a_checkpoint_names_its_model_and_an_unknown_model_is_a_clear_error(tmp_
     torch.save(before, tmp_path / "before.pt")  # written before item transitions existed
     assert load_checkpoint(tmp_path / "before.pt").config.transitions is False
     # Written before the item cap existed: it loads uncapped, whatever today's default is.
-    stored = {k: v for k, v in state["config"].items() if k != "max_history_items"}
-    torch.save({**state, "config": {**stored, "max_history_items": 7}}, tmp_path / "capped.pt")
-    assert load_checkpoint(tmp_path / "capped.pt").config.max_history_items == 7
+    assert load_checkpoint(tmp_path / "best.pt").config.train_history_items == 150  # today's default
+    stored = {k: v for k, v in state["config"].items() if k != "train_history_items"}
+    torch.save({**state, "config": {**stored, "train_history_items": 7}}, tmp_path / "capped.pt")
+    assert load_checkpoint(tmp_path / "capped.pt").config.train_history_items == 7
     torch.save({**state, "config": stored}, tmp_path / "uncapped.pt")
-    assert load_checkpoint(tmp_path / "uncapped.pt").config.max_history_items == 0
+    assert load_checkpoint(tmp_path / "uncapped.pt").config.train_history_items == 0
     state["model"] = "gone-model"
     torch.save(state, tmp_path / "other.pt")
     with pytest.raises(UserError, match=r"other\.pt: unknown trainable model 'gone-model'"):

@@ -599,6 +599,18 @@ def test_item_cap_keeps_the_latest_whole_baskets_within_the_budget(max_items, ma
     assert any(k < min(n, max_history or n) for k, n in zip(expected, n_history)) or max_items >= 40
 
 
+def test_dnntsps_item_cap_bounds_training_batches_only():
+    from basketgnn.models.dnntsp import SPEC, DNNTSPConfig
+
+    data, instances = from_sequences(SEQUENCES, n_items=N_ITEMS), _instances(SEQUENCES)
+    config = DNNTSPConfig(train_history_items=1)
+    trained = SPEC.batches(data, instances, config, True)
+    scored = SPEC.batches(data, instances, config, False)
+    assert trained.left_out_baskets > 0 and (trained.n_history == 1).all()
+    assert scored.left_out_baskets == 0
+    np.testing.assert_array_equal(scored.n_history, instances.n_history)
+
+
 def test_sizes_are_nodes_per_instance():
     g = _graphs()
     assert g.sizes.tolist() == [3, 1, 2, 2]  # u0: 1, 2, 3; u1: 0; u2: 4, 5; u3: 0, 1

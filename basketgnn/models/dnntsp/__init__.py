@@ -22,7 +22,8 @@ def _build(n_items: int, config: Any) -> DNNTSP:
 def _batches(data: BasketData, instances: Instances, config: Any, with_targets: bool) -> UserGraphs:
     return build_user_graphs(
         data, instances, with_targets=with_targets, max_history=config.max_history,
-        max_history_items=config.max_history_items,
+        # The item cap bounds the training pass only (targets: training batches).
+        max_history_items=config.train_history_items if with_targets else 0,
     )
 
 
