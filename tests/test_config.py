@@ -78,7 +78,7 @@ def test_published_preset_turns_every_extension_off():
     cfg = load_config(PROJECT / "configs" / "published.yaml")
     assert not (cfg.presence or cfg.repeat_features or cfg.user_context or cfg.train_prefixes)
     assert not (cfg.item_prior or cfg.explore_attention or cfg.base_rate_init)
-    assert (cfg.max_history, cfg.train_history_items, cfg.batch_work) == (0, 0, 0)
+    assert (cfg.max_history, cfg.train_history_items, cfg.batch_work, cfg.min_steps) == (0, 0, 0, 0)
     assert cfg.neighbour_weight == 0
     assert (cfg.embed_dim, cfg.lr, cfg.batch_size, cfg.heads, cfg.gcn_layers) == (32, 1e-3, 64, 4, 2)
 

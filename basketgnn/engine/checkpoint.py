@@ -9,7 +9,8 @@ models) load as model ``dnntsp``; their top-level keys become the extras, their 
 A stored config without the ``fusion`` option was trained before it existed, when the add-on
 was the neighbour term: it loads as ``fusion: neighbours`` (``off`` with neighbour weight 0),
 so its options and ranking read as they were. A stored config without ``transitions`` loads
-with ``transitions: false``: its fusion was chosen before item transitions existed.
+with ``transitions: false``: its fusion was chosen before item transitions existed. A DNNTSP
+config without ``train_history_items`` loads with 0: it was trained on whole windows.
 """
 
 from __future__ import annotations
@@ -115,15 +116,18 @@ def _legacy_addon(state: dict[str, Any]) -> dict[str, Any] | None:
     return state.get("neighbours")
 
 
-def _config_as_trained(config: dict[str, Any]) -> dict[str, Any]:
+def _config_as_trained(config: dict[str, Any], model: str = "") -> dict[str, Any]:
     """The stored config with ``fusion`` as it meant when written (module docstring),
     ``transitions`` off when it was written before item transitions existed (its fusion never
     tried them), and DNNTSP's ``train_history_items`` off when written before that cap existed
     (the model was trained on uncapped windows)."""
     if "transitions" not in config:
         config = {**config, "transitions": False}
-    if "max_history" in config and "train_history_items" not in config:
-        config = {**config, "train_history_items": 0}
+    if model == "dnntsp" and "train_history_items" not in config:
+        # Before the cap: 0. For a few hours of 2026-11-25 it was written as max_history_items.
+        cap = config.get("max_history_items", 0)
+        config = {k: v for k, v in config.items() if k != "max_history_items"}
+        config["train_history_items"] = cap
     if "fusion" in config:
         return config
     return {**config, "fusion": "off" if config.get("neighbour_weight", "auto") == 0 else "neighbours"}
@@ -141,7 +145,7 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> Checkpoint:
     except ValidationError as e:
         raise UserError(f"device {device!r}: {e.errors()[0]['msg']}") from None
     try:
-        config = spec.config_cls(**_config_as_trained(state["config"])).model_copy(update={"device": device})
+        config = spec.config_cls(**_config_as_trained(state["config"], state["model"])).model_copy(update={"device": device})
         module = spec.build(state["num_items"], config)
         module.load_state_dict(state["state_dict"])
         addon = addon_from_state(state.get("addon"))

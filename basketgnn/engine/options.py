@@ -34,9 +34,9 @@ class TrainOptions(BaseModel):
     min_steps: int = Field(
         0,
         ge=0,
-        description="Early stopping (patience) never stops a run before this many optimizer "
-        "steps, so a run with few steps per epoch is not stopped while its first epochs are "
-        "still spent lowering every logit.",
+        description="Early stopping (patience) never stops a run before this many training "
+        "steps (batches of the epochs' plans, skipped ones included), so a run with few steps "
+        "per epoch is not stopped while its first epochs are still spent lowering every logit.",
     )
     lr_patience: int = Field(3, ge=0, description="ReduceLROnPlateau patience (epochs, on training loss).")
     lr_schedule: Literal["plateau", "cosine"] = Field(

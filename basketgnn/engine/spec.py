@@ -12,7 +12,9 @@ The pieces a model supplies:
   names; model options are added beside them.
 * ``build(n_items, config) -> nn.Module``: a plain module whose ``forward(batch)`` returns
   scores of every catalogue item, shape [B, n_items] (higher = more likely next).
-* ``batches(data, instances, config, with_targets) -> BatchSource``: what the module reads.
+* ``batches(data, instances, config, with_targets) -> BatchSource``: what the module reads;
+  ``with_targets`` is True for the training batches only (DNNTSP's ``train_history_items``
+  caps those and nothing else).
   ``BatchSource.lengths`` [n] orders instances into batches of similar length;
   ``collate(idx, with_targets)`` returns a batch with ``.to(device)`` and, when
   ``with_targets``, ``target_items`` [nnz] / ``target_offsets`` [B + 1] (CSR of the target
@@ -24,7 +26,8 @@ The pieces a model supplies:
   from (DNNTSP: train-mode BatchNorm over fewer than two rows). Skipped batches still count
   as steps of the batch plan, so every rank of a distributed run skips the same ones.
 * ``init(module, data, train, config)``: optional; sets data-dependent starting values before
-  training (DNNTSP's ``item_prior``: an output bias from the training targets' item frequencies).
+  training (DNNTSP's ``item_prior``: an output bias from the training targets' item
+  frequencies; ``base_rate_init``: the output bias at the targets' base rate).
 * ``item_indexed(config) -> {state-dict name: leading non-item rows}``: optional; which
   weights and buffers have one row per catalogue item, for warm start
   (:mod:`basketgnn.engine.warm_start` maps their rows through both runs' item ids). The

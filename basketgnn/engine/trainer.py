@@ -393,7 +393,7 @@ def _train_model(
     steps_done = sum(int(r.get("steps", 0)) for r in history)  # after a resume: the earlier epochs'
     epoch = start_epoch - 1
     for epoch in range(start_epoch, config.epochs + 1):
-        # Early stopping, but never before min_steps optimizer steps: with few steps per epoch
+        # Early stopping, but never before min_steps training steps: with few steps per epoch
         # the first epochs can all be spent lowering every logit (BENCHMARKS.md §7).
         if stale >= config.patience and steps_done >= config.min_steps:
             epoch -= 1
@@ -522,16 +522,23 @@ def _save_resume(path: Path, model_name, module, optimizer, scheduler, epoch, be
         )
 
 
+#: Options whose default is not what runs did before the option existed: their value then.
+OPTION_BEFORE: dict[str, Any] = {"train_history_items": 0}
+
+
 def _load_resume(path: Path, model_name: str, config: TrainOptions, fingerprint: str) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     state = torch.load(path, map_location="cpu", weights_only=False)
-    # Settings that do not change training: the add-on options only act after it. Under the
-    # cosine schedule, epochs sets the learning rate of every epoch, so it is part of the run.
-    ignored = ("device", "threads", *ADDON_OPTIONS) + (() if config.lr_schedule == "cosine" else ("epochs",))
-    # A resume.pt written before an option existed ran with that option's default.
+    # Settings that do not change training: the add-on options only act after it; min_steps
+    # (like epochs) only says when to stop. Under the cosine schedule, epochs sets the learning
+    # rate of every epoch, so it is part of the run.
+    ignored = ("device", "threads", "min_steps", *ADDON_OPTIONS) + (() if config.lr_schedule == "cosine" else ("epochs",))
+    # A resume.pt written before an option existed ran with that option's default, or with
+    # the behaviour before it (OPTION_BEFORE) where the default is not that.
     defaults = {name: field.get_default(call_default_factory=True) for name, field in type(config).model_fields.items()}
-    written = {**defaults, **state["config"]}
+    before = {k: v for k, v in OPTION_BEFORE.items() if k in defaults}
+    written = {**defaults, **before, **state["config"]}
     same_run = {k: v for k, v in written.items() if k not in ignored}
     wanted = {k: v for k, v in config.model_dump().items() if k not in ignored}
     if (

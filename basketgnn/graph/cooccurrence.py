@@ -161,11 +161,11 @@ class UserGraphs:
     """The graphs of a set of instances, in flat arrays (instance k's slice by the offsets).
 
     Shapes (n instances, M nodes, P present node-timestamps, Q co-occurrence edges):
-    n_history [n] (T, after any ``max_history`` cap); node_offsets [n + 1]; node_item [M]; node_present [M] (baskets holding
+    n_history [n] (T, after any ``max_history`` / ``max_history_items`` cap); node_offsets [n + 1]; node_item [M]; node_present [M] (baskets holding
     the node); present_offsets [n + 1]; present_node [P] (local node), present_t [P];
     edge_offsets [n + 1]; edge_src, edge_dst [Q] (local present-row ids); edge_w [Q];
     self_w [n] (1 / max c); target_items / target_offsets (the target baskets, when known);
-    left_out_baskets: history baskets beyond ``max_history`` that the graphs leave out.
+    left_out_baskets: history baskets beyond either cap that the graphs leave out.
     Factored form (edge_* empty): pair_offsets [n + 1]; pair_row [F] (local present row),
     pair_slot [F] (local slot); slot_offsets [n + 1] (slots per instance).
     """

@@ -143,6 +143,11 @@ def _fmt(v: float | None) -> str:
     return "n/a" if v is None or math.isnan(v) else f"{v:.3f}"
 
 
+def _sentence(text: str) -> str:
+    """A line of the run's log as a sentence of the report: capitalised, with a full stop."""
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
+
+
 def report_html(summary: dict[str, Any], charts: list[str]) -> str:
     """The report page; ``charts`` are the PNG file names next to it."""
     e = html.escape
@@ -189,6 +194,8 @@ def report_html(summary: dict[str, Any], charts: list[str]) -> str:
         "messages of every run: <a href='pipeline.log'>pipeline.log</a>.</p>"
     )
 
+    from basketgnn.engine.trainer import describe_left_out  # the same words as train's line
+
     charted = summary.get("charted_model") or "model"
     training = summary.get(f"{charted}_training")
     sections = {
@@ -198,12 +205,7 @@ def report_html(summary: dict[str, Any], charts: list[str]) -> str:
             if not training
             else f"Best epoch {training['best_epoch']} of {training['epochs_run']} by mean validation "
             f"NDCG (kept as the model); {training['train_seconds']:.0f}s of training."
-            + (
-                " The model's history cap left out "
-                + ", ".join(f"{n:,} {p} history baskets" for p, n in training["left_out_baskets"].items())
-                + " (max_history, train_history_items); the TIFU-KNN fusion reads whole histories."
-                if training.get("left_out_baskets") else ""
-            ),
+            + (" " + _sentence(describe_left_out(training["left_out_baskets"])) if training.get("left_out_baskets") else ""),
         ),
         METRICS_CHART: ("Metrics at each K", "Test customers; higher is better."),
         REPEAT_EXPLORE_CHART: (

@@ -87,6 +87,8 @@ def test_a_checkpoint_names_its_model_and_an_unknown_model_is_a_clear_error(tmp_
     assert load_checkpoint(tmp_path / "capped.pt").config.train_history_items == 7
     torch.save({**state, "config": stored}, tmp_path / "uncapped.pt")
     assert load_checkpoint(tmp_path / "uncapped.pt").config.train_history_items == 0
+    torch.save({**state, "config": {**stored, "max_history_items": 9}}, tmp_path / "interim.pt")
+    assert load_checkpoint(tmp_path / "interim.pt").config.train_history_items == 9  # its first name
     state["model"] = "gone-model"
     torch.save(state, tmp_path / "other.pt")
     with pytest.raises(UserError, match=r"other\.pt: unknown trainable model 'gone-model'"):

@@ -242,6 +242,38 @@ def test_min_steps_holds_off_early_stopping_and_a_reached_one_changes_nothing(mo
     assert drop(same.result.history) == drop(stopped.result.history)
 
 
+def test_min_steps_counts_the_steps_of_epochs_before_a_resume(monkeypatch, tmp_path):
+    # A run stopped by patience after 3 epochs, rerun with min_steps of 5 epochs' steps: it
+    # resumes (min_steps only says when to stop) and trains epochs 4 and 5, not 5 more.
+    import basketgnn.engine.trainer as trainer
+
+    real = trainer.validation_metrics
+
+    def flat(*args, **kwargs):
+        metrics, scores = real(*args, **kwargs)
+        return {**metrics, "mean_ndcg": 0.1}, scores
+
+    monkeypatch.setattr(trainer, "validation_metrics", flat)
+    data = planted_data(n_users=80)
+    first, _ = fit(data, tmp_path, epochs=20, patience=2, fusion="off", min_steps=0)
+    assert first.result.epochs_run == 3
+    steps = first.result.history[0]["steps"]
+    again, _ = fit(data, tmp_path, epochs=20, patience=2, fusion="off", min_steps=5 * steps)
+    assert again.result.epochs_run == 5
+    assert again.result.history[:3] == first.result.history  # resumed, not retrained
+
+
+def test_the_item_cap_bounds_training_and_never_scoring():
+    # The same trained module scores the same with any train_history_items: the cap only
+    # builds training batches.
+    data = planted_data(n_users=80)
+    rec, sp = fit(data, epochs=1, fusion="off", train_history_items=3)
+    assert rec.result.left_out_baskets["train"] > 0 and "validate" not in rec.result.left_out_baskets
+    capped = rec.score(data, sp["test"])
+    rec.config = rec.config.model_copy(update={"train_history_items": 0})
+    np.testing.assert_array_equal(rec.score(data, sp["test"]), capped)
+
+
 def test_work_bound_splits_long_batches_and_a_loose_one_changes_nothing():
     data = planted_data(n_users=120)
     loose, _ = fit(data, epochs=2, fusion="off", batch_work=10**9)

@@ -124,16 +124,16 @@ class DNNTSPConfig(TrainOptions):
         description="Beyond the paper: in training, each history window (max_history) keeps "
         "only its latest whole baskets holding at most this many items together (always the "
         "last basket; 0 = no limit); validation, the fusion choice and scoring read the whole "
-        "window. Bounds the training cost of customers with big baskets: 1.5-1.7x TaFeng's per "
-        "customer instead of 2.5-2.6x on a retail export, validation as good (BENCHMARKS.md "
-        "§7); leaves DC unchanged and touches 1% of TaFeng's training customers.",
+        "window. Bounds the training cost of customers with big baskets: 1.4-1.7x TaFeng's per "
+        "customer instead of 2.4-2.6x on a retail export, validation as good there "
+        "(BENCHMARKS.md §7); leaves DC unchanged and caps 1% of TaFeng's training customers.",
     )
 
     min_steps: int = Field(
         1000,
         ge=0,
-        description="Early stopping (patience) never stops a run before this many optimizer "
-        "steps. DNNTSP's first few hundred steps lower every logit from 0 before validation "
+        description="Early stopping (patience) never stops a run before this many training "
+        "steps (batches of the epochs' plans). DNNTSP's first few hundred steps lower every logit from 0 before validation "
         "moves; on a retail export with 26 steps per epoch one seed was stopped at epoch 11, "
         "one epoch before it took off (BENCHMARKS.md §7). No DC or TaFeng run stops that early "
         "(≥ 99 steps per epoch, patience 10), so it changes nothing there.",
