@@ -219,9 +219,9 @@ def test_base_rate_init_starts_training_at_the_base_rate():
     assert [k for k in fresh[True] if not torch.equal(fresh[True][k], fresh[False][k])] == ["scorer.out.bias"]
 
 
-def test_min_steps_holds_off_early_stopping_and_a_reached_one_changes_nothing(monkeypatch):
-    # Validation that never improves after epoch 1: patience 2 stops after epoch 3 unless
-    # min_steps asks for more steps.
+@pytest.fixture
+def flat_validation(monkeypatch):
+    """Validation whose criterion never improves after epoch 1 (the real metrics otherwise)."""
     import basketgnn.engine.trainer as trainer
 
     real = trainer.validation_metrics
@@ -231,6 +231,11 @@ def test_min_steps_holds_off_early_stopping_and_a_reached_one_changes_nothing(mo
         return {**metrics, "mean_ndcg": 0.1}, scores
 
     monkeypatch.setattr(trainer, "validation_metrics", flat)
+
+
+def test_min_steps_holds_off_early_stopping_and_a_reached_one_changes_nothing(flat_validation):
+    # Validation that never improves after epoch 1: patience 2 stops after epoch 3 unless
+    # min_steps asks for more steps.
     data = planted_data(n_users=80)
     stopped, _ = fit(data, epochs=20, patience=2, fusion="off", min_steps=0)
     assert stopped.result.epochs_run == 3 and stopped.result.best_epoch == 1
@@ -242,18 +247,9 @@ def test_min_steps_holds_off_early_stopping_and_a_reached_one_changes_nothing(mo
     assert drop(same.result.history) == drop(stopped.result.history)
 
 
-def test_min_steps_counts_the_steps_of_epochs_before_a_resume(monkeypatch, tmp_path):
+def test_min_steps_counts_the_steps_of_epochs_before_a_resume(flat_validation, tmp_path):
     # A run stopped by patience after 3 epochs, rerun with min_steps of 5 epochs' steps: it
     # resumes (min_steps only says when to stop) and trains epochs 4 and 5, not 5 more.
-    import basketgnn.engine.trainer as trainer
-
-    real = trainer.validation_metrics
-
-    def flat(*args, **kwargs):
-        metrics, scores = real(*args, **kwargs)
-        return {**metrics, "mean_ndcg": 0.1}, scores
-
-    monkeypatch.setattr(trainer, "validation_metrics", flat)
     data = planted_data(n_users=80)
     first, _ = fit(data, tmp_path, epochs=20, patience=2, fusion="off", min_steps=0)
     assert first.result.epochs_run == 3
