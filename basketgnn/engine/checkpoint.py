@@ -116,7 +116,7 @@ def _legacy_addon(state: dict[str, Any]) -> dict[str, Any] | None:
     return state.get("neighbours")
 
 
-def _config_as_trained(config: dict[str, Any], model: str = "") -> dict[str, Any]:
+def config_as_trained(config: dict[str, Any], model: str = "") -> dict[str, Any]:
     """The stored config with ``fusion`` as it meant when written (module docstring),
     ``transitions`` off when it was written before item transitions existed (its fusion never
     tried them), and DNNTSP's ``train_history_items`` off when written before that cap existed
@@ -145,7 +145,7 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> Checkpoint:
     except ValidationError as e:
         raise UserError(f"device {device!r}: {e.errors()[0]['msg']}") from None
     try:
-        config = spec.config_cls(**_config_as_trained(state["config"], state["model"])).model_copy(update={"device": device})
+        config = spec.config_cls(**config_as_trained(state["config"], state["model"])).model_copy(update={"device": device})
         module = spec.build(state["num_items"], config)
         module.load_state_dict(state["state_dict"])
         addon = addon_from_state(state.get("addon"))

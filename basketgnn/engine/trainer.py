@@ -72,7 +72,7 @@ from basketgnn.engine.addons import (
     choose_addon,
     wants_addon,
 )
-from basketgnn.engine.checkpoint import add_extras, save_checkpoint
+from basketgnn.engine.checkpoint import add_extras, config_as_trained, save_checkpoint
 from basketgnn.engine.losses import compute_loss, multi_hot
 from basketgnn.engine.options import TrainOptions
 from basketgnn.engine.progress import progress_bar
@@ -522,10 +522,6 @@ def _save_resume(path: Path, model_name, module, optimizer, scheduler, epoch, be
         )
 
 
-#: Options whose default is not what runs did before the option existed: their value then.
-OPTION_BEFORE: dict[str, Any] = {"train_history_items": 0}
-
-
 def _load_resume(path: Path, model_name: str, config: TrainOptions, fingerprint: str) -> dict[str, Any] | None:
     if not path.is_file():
         return None
@@ -534,11 +530,10 @@ def _load_resume(path: Path, model_name: str, config: TrainOptions, fingerprint:
     # (like epochs) only says when to stop. Under the cosine schedule, epochs sets the learning
     # rate of every epoch, so it is part of the run.
     ignored = ("device", "threads", "min_steps", *ADDON_OPTIONS) + (() if config.lr_schedule == "cosine" else ("epochs",))
-    # A resume.pt written before an option existed ran with that option's default, or with
-    # the behaviour before it (OPTION_BEFORE) where the default is not that.
+    # A resume.pt written before an option existed ran with that option's default, or as a
+    # checkpoint of its time reads (engine.checkpoint.config_as_trained).
     defaults = {name: field.get_default(call_default_factory=True) for name, field in type(config).model_fields.items()}
-    before = {k: v for k, v in OPTION_BEFORE.items() if k in defaults}
-    written = {**defaults, **before, **state["config"]}
+    written = {**defaults, **config_as_trained(state["config"], model_name)}
     same_run = {k: v for k, v in written.items() if k not in ignored}
     wanted = {k: v for k, v in config.model_dump().items() if k not in ignored}
     if (

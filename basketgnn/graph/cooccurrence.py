@@ -371,14 +371,9 @@ def _last_baskets_within(
     """
     sizes = data.histories(users, T, first=full_T - T).baskets.lengths.astype(np.int64)  # [sum T]
     inst = np.repeat(np.arange(len(T), dtype=np.int64), T)  # [sum T]
-    offsets = _offsets(T)
-    # Items from each basket to the end of its history: the instance's total minus what
-    # comes before the basket.
-    before = np.cumsum(sizes) - sizes  # [sum T], over all instances
-    total = np.add.reduceat(sizes, offsets[:-1][T > 0]) if len(sizes) else sizes
-    inst_total = np.zeros(len(T), dtype=np.int64)
-    inst_total[T > 0] = total
-    from_here = inst_total[inst] - (before - before[offsets[:-1][inst]])  # [sum T]
+    # Items from each basket to the end of all histories, then to the end of its own.
+    suffix = np.append(np.cumsum(sizes[::-1])[::-1], 0)  # [sum T + 1]
+    from_here = suffix[:-1] - suffix[_offsets(T)[1:][inst]]  # [sum T]
     kept = np.bincount(inst[from_here <= max_items], minlength=len(T))  # [n]
     return np.minimum(T, np.maximum(kept, 1))
 

@@ -198,6 +198,8 @@ def report_html(summary: dict[str, Any], charts: list[str]) -> str:
 
     charted = summary.get("charted_model") or "model"
     training = summary.get(f"{charted}_training")
+    left_out = (training or {}).get("left_out_baskets")
+    cap_line = " " + _sentence(describe_left_out(left_out)) if left_out else ""
     sections = {
         TRAINING_CHART: (
             f"{charted} training",
@@ -205,7 +207,7 @@ def report_html(summary: dict[str, Any], charts: list[str]) -> str:
             if not training
             else f"Best epoch {training['best_epoch']} of {training['epochs_run']} by mean validation "
             f"NDCG (kept as the model); {training['train_seconds']:.0f}s of training."
-            + (" " + _sentence(describe_left_out(training["left_out_baskets"])) if training.get("left_out_baskets") else ""),
+            + cap_line,
         ),
         METRICS_CHART: ("Metrics at each K", "Test customers; higher is better."),
         REPEAT_EXPLORE_CHART: (

@@ -11,7 +11,8 @@ Fused with TIFU-KNN (:mod:`basketgnn.scoring.fusion`), customer u ranks item i b
 
 where the addend a = λ · q (+ ν · t with item transitions) is 0 outside the customer's kept
 entries T_u. Let S_u = V_u ∪ T_u (own items and addend items). Outside S_u,
-f_{u,i} = g_i := (1 − λ) · sigmoid(base_i) depends on the item only, so sort the catalogue once by (g desc, item asc), the order of the ranking itself. Then:
+f_{u,i} = g_i := (1 − λ) · sigmoid(base_i) depends on the item only, so sort the catalogue once
+by (g desc, item asc), the order of the ranking itself. Then:
 
     **the top k of customer u lie in S_u ∪ G_u, G_u = the first k items of that order not in S_u.**
 
@@ -124,7 +125,7 @@ def fused_top_k(
         assert addend is not None
         t_rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(addend.offsets))  # [nnz_t]
         t_keys = t_rows * n_items + addend.items  # ascending: CSR rows with ascending items
-        # The model's score at each TIFU entry: the row's own entry if any, else the shared one.
+        # The model's score at each addend entry: the row's own entry if any, else the shared one.
         at = np.minimum(np.searchsorted(v_keys, t_keys), max(len(v_keys) - 1, 0))
         own = (v_keys[at] == t_keys) if len(v_keys) else np.zeros(len(t_keys), bool)
         s_t = np.where(own, v_vals[at] if len(v_vals) else 0, scores.base[addend.items])

@@ -19,8 +19,9 @@ issue 11) is the customer's item-transition score t in (0, 1]
 holding the customer's items), a personalised score for items the customer has not bought;
 its weight ν and how t is read (history decay, new items only or not) are chosen with λ, for
 λ > 0 at TIFU's tuned α. :func:`choose_fusion` tunes TIFU-KNN's hyperparameters on the
-validation customers exactly as ``TifuKnn`` does (mean NDCG@10,20), then picks (λ, α) from a grid that contains both ends, by the mean of recall, NDCG and PHR at
-10 and 20 on the same validation customers. Ties go to the smaller λ, then to TIFU's tuned α.
+validation customers exactly as ``TifuKnn`` does (mean NDCG@10,20), then picks (λ, α) from a
+grid that contains both ends, by the mean of recall, NDCG and PHR at 10 and 20 on the same
+validation customers. Ties go to the smaller λ, then to TIFU's tuned α.
 By default (rule "floor") only points that are at least as good as TIFU-KNN alone (λ = 1 at its
 tuned α) on *each* of those six validation metrics are eligible: TIFU-KNN is what a retailer
 already runs, so the default never trades one of its metrics for another. Among the eligible
@@ -311,9 +312,7 @@ class ScoreFusion:
             ),
             "selection": self.selection,
             "transition": self.transition_weight if self.uses_transitions else 0.0,
-            "transition_option": (
-                asdict(self.transition_option) if self.uses_transitions and self.transition_option else None
-            ),
+            "transition_option": asdict(self.transition_option) if self.uses_transitions else None,  # type: ignore[arg-type]
         }
 
     def describe(self) -> str:
@@ -338,8 +337,8 @@ class ScoreFusion:
             return f"fusion with TIFU-KNN: off (the model alone; {why})"
         p = s["tifu"]
         extra = (
-            f" + item transitions: weight {self.transition_weight} ({self.transition_option.name})"
-            if self.uses_transitions and self.transition_option is not None
+            f" + item transitions: weight {self.transition_weight} ({self.transition_option.name})"  # type: ignore[union-attr]
+            if self.uses_transitions
             else ""
         )
         tifu = f"k={p['k']}, m={p['m']}, r_b={p['r_b']}, r_g={p['r_g']}, alpha={p['alpha']}"
@@ -359,9 +358,7 @@ class ScoreFusion:
             "selection": self.selection,
             "transitions": self.transitions.state() if self.uses_transitions else None,  # type: ignore[union-attr]
             "transition_weight": self.transition_weight if self.uses_transitions else 0.0,
-            "transition_option": (
-                asdict(self.transition_option) if self.uses_transitions and self.transition_option else None
-            ),
+            "transition_option": asdict(self.transition_option) if self.uses_transitions else None,  # type: ignore[arg-type]
         }
 
     @classmethod
@@ -501,8 +498,8 @@ def choose_fusion(
         stop = min(start + chunk, len(validate))
         model = val_scores[start:stop]
         normalised = normalise(model, transform)  # once per chunk, not per grid point
-        # q and t on the union of their items, once per chunk and reading of t (λ q + ν t then
-        # gives SparseScores.weighted_sum's values bit for bit).
+        # q and t on the union of their items, once per chunk and reading of t (λ q + ν t is
+        # then ScoreFusion.prepare's addend bit for bit: the same SparseScores.sum_aligned).
         union = {o: SparseScores.union([by_alpha[alpha_list[0]].rows(start, stop), t.rows(start, stop)])
                  for o, t in by_option.items()}
         for w, a, j in points:  # the model alone (w = 0) does not depend on α: one point
@@ -513,8 +510,8 @@ def choose_fusion(
                 if extra is None:
                     addend = by_alpha[a].rows(start, stop).scaled(w)
                 else:
-                    offsets, items, (q, t) = union[extra[1]]
-                    addend = SparseScores(offsets, items, (np.zeros(len(items)) + w * q) + extra[0] * t)
+                    offsets, items, aligned = union[extra[1]]
+                    addend = SparseScores(offsets, items, SparseScores.sum_aligned((w, extra[0]), aligned))
                 fused = _fuse_normalised(model, None if w == 1 else normalised, addend, w)
             ranked[w, a, j][start:stop] = top_k(fused, cut)
     per_metric = {key: customer_metrics(ranked[key], data, validate) for key in points}  # {name: [n_val]} each
@@ -562,8 +559,8 @@ def select_point(
     ``points`` are (λ, α) pairs, or (λ, α, j) triples with j > 0 an extra term (item
     transitions) and j = 0 none, with (0, alphas[0]) the model alone and (1, alphas[0]) TIFU-KNN
     alone at its tuned α (j = 0); ``per_metric[point]`` each validation customer's metrics there.
-    Ties go to the smaller λ, then to the earlier α, then to no extra term. "best": the best criterion. "1se": that
-    point only when it beats the better part alone by more than one standard error of the
+    Ties go to the smaller λ, then to the earlier α, then to no extra term. "best": the best
+    criterion. "1se": that point only when it beats the better part alone by more than one standard error of the
     paired per-customer difference of the criterion, else that part. "floor": "1se" among the
     points whose mean of every metric is at least TIFU-KNN alone's (TIFU-KNN always is).
 

@@ -202,10 +202,16 @@ class SparseScores:
         if len(parts) == 1:
             return parts[0][1].scaled(parts[0][0])
         offsets, items, aligned = cls.union([p for _, p in parts])
-        total = np.zeros(len(items))
-        for (w, _), values in zip(parts, aligned):
+        return cls(offsets, items, cls.sum_aligned([w for w, _ in parts], aligned))
+
+    @staticmethod
+    def sum_aligned(weights: Sequence[float], aligned: Sequence[np.ndarray]) -> np.ndarray:
+        """Σ weight · values over values aligned by :meth:`union`, in the given order (the
+        float operations of :meth:`weighted_sum`). Shapes: [nnz] each -> [nnz] float64."""
+        total = np.zeros(len(aligned[0]))
+        for w, values in zip(weights, aligned):
             total = total + w * values
-        return cls(offsets, items, total)
+        return total
 
     def add_to(self, dense: np.ndarray, weight: float) -> np.ndarray:
         """dense + weight · self, in place. Shapes: dense [n, I] -> [n, I]."""

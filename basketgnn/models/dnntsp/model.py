@@ -38,8 +38,9 @@ class DNNTSPConfig(TrainOptions):
     (:class:`basketgnn.engine.options.TrainOptions`).
 
     The defaults are basketgnn's product settings: the published model plus three measured
-    improvements (presence, repeat_features, dropout 0.2; see BENCHMARKS.md §5, §9) and a history cap
-    for long histories (max_history 20; BENCHMARKS.md §7); a start from item popularity
+    improvements (presence, repeat_features, dropout 0.2; see BENCHMARKS.md §5, §9), history caps
+    for long histories and big baskets (max_history 20, train_history_items 150) and an early
+    stop never before 1,000 steps (min_steps; BENCHMARKS.md §7); a start from item popularity
     (item_prior) is a switch, off by default (§9). The paper's exact
     configuration is ``configs/published.yaml``; the :class:`DNNTSP` constructor's own defaults
     are the published model too.
@@ -133,8 +134,8 @@ class DNNTSPConfig(TrainOptions):
         1000,
         ge=0,
         description="Early stopping (patience) never stops a run before this many training "
-        "steps (batches of the epochs' plans). DNNTSP's first few hundred steps lower every logit from 0 before validation "
-        "moves; on a retail export with 26 steps per epoch one seed was stopped at epoch 11, "
+        "steps (batches of the epochs' plans). DNNTSP's first few hundred steps lower every "
+        "logit from 0 before validation moves; on a retail export with 26 steps per epoch one seed was stopped at epoch 11, "
         "one epoch before it took off (BENCHMARKS.md §7). No DC or TaFeng run stops that early "
         "(≥ 99 steps per epoch, patience 10), so it changes nothing there.",
     )
