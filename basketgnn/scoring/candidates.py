@@ -34,9 +34,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
-from basketgnn.data.dataset import _offsets
+from basketgnn.scoring import kernels
 from basketgnn.scoring.tifu import SparseScores
 
 
@@ -116,82 +115,16 @@ def fused_top_k(
     if weight > 0 and (addend is None or len(addend) != n):
         raise ValueError(f"TIFU scores for {0 if addend is None else len(addend)} rows, model scores for {n}")
     use_addend = weight > 0
-    v_rows = scores.row_ids()  # [nnz_v]
-    v_keys = v_rows * n_items + scores.items  # [nnz_v]
-    v_order = np.argsort(v_keys, kind="stable")
-    v_keys, v_rows, v_items, v_vals = v_keys[v_order], v_rows[v_order], scores.items[v_order], scores.values[v_order]
-
+    shared = fused_value(scores.base, weight).astype(np.float64, copy=False)  # [I]
+    own = fused_value(scores.values, weight).astype(np.float64, copy=False)  # [nnz]
     if use_addend:
         assert addend is not None
-        t_rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(addend.offsets))  # [nnz_t]
-        t_keys = t_rows * n_items + addend.items  # ascending: CSR rows with ascending items
-        # The model's score at each addend entry: the row's own entry if any, else the shared one.
-        at = np.minimum(np.searchsorted(v_keys, t_keys), max(len(v_keys) - 1, 0))
-        own = (v_keys[at] == t_keys) if len(v_keys) else np.zeros(len(t_keys), bool)
-        s_t = np.where(own, v_vals[at] if len(v_vals) else 0, scores.base[addend.items])
-        f_t = fused_value(s_t, weight, addend.values)
-        at = np.minimum(np.searchsorted(t_keys, v_keys), max(len(t_keys) - 1, 0))
-        v_only = (t_keys[at] != v_keys) if len(t_keys) else np.ones(len(v_keys), bool)
-        rows = np.concatenate([t_rows, v_rows[v_only]])
-        items = np.concatenate([addend.items, v_items[v_only]])
-        values = np.concatenate([f_t, fused_value(v_vals[v_only], weight)])
-        shared = fused_value(scores.base, weight)  # [I]
+        add_ptr, add_items, add_values = addend.offsets, addend.items, addend.values.astype(np.float64, copy=False)
     else:
-        rows, items, values, shared = v_rows, v_items, v_vals, scores.base
-    values = values.astype(np.float64, copy=False)
-
-    order = np.lexsort((np.arange(n_items), -shared.astype(np.float64)))  # (g desc, item asc)
-    pos = np.empty(n_items, np.int64)
-    pos[order] = np.arange(n_items)
-    item_pos = pos[items]  # [nnz_s]
-    length = np.full(n, min(k, n_items), np.int64)
-    while True:  # fixed point of L = k + |{j in S_u : pos(j) < L}|
-        inside = item_pos < length[rows]
-        new = np.minimum(k + np.bincount(rows[inside], minlength=n), n_items)
-        if np.array_equal(new, length):
-            break
-        length = new
-    width = int(length.max()) if n else 0
-    taken = np.zeros((n, width), bool)
-    taken[rows[inside], item_pos[inside]] = True
-    free = ~taken & (np.arange(width)[None, :] < length[:, None])  # [n, width]: G_u
-    g_rows, g_pos = np.nonzero(free)
-
-    # Candidate matrix: row u holds S_u then G_u, padded with −inf.
-    s_count = np.bincount(rows, minlength=n)
-    g_count = np.bincount(g_rows, minlength=n)
-    cols = int((s_count + g_count).max()) if n else 0
-    cand_val = np.full((n, max(cols, k)), -np.inf)
-    cand_item = np.full((n, max(cols, k)), n_items, np.int64)
-    s_sorted = np.argsort(rows, kind="stable")
-    s_col = np.arange(len(rows)) - _offsets(s_count)[rows[s_sorted]]
-    cand_val[rows[s_sorted], s_col] = values[s_sorted]
-    cand_item[rows[s_sorted], s_col] = items[s_sorted]
-    g_col = s_count[g_rows] + np.arange(len(g_rows)) - _offsets(g_count)[g_rows]
-    cand_val[g_rows, g_col] = shared[order[g_pos]]
-    cand_item[g_rows, g_col] = order[g_pos]
-
-    chosen = rank_rows(cand_val, cand_item, k)  # [n, k]
-    out_items = np.take_along_axis(cand_item, chosen, axis=1)
-    out_vals = np.take_along_axis(cand_val, chosen, axis=1)
-    return out_items, out_vals.astype(values.dtype if use_addend else scores.base.dtype)
-
-
-def rank_rows(values: np.ndarray, items: np.ndarray, k: int) -> np.ndarray:
-    """Columns of each row's k best entries by (value desc, item asc), best first.
-
-    Shapes: values [n, W] float, items [n, W] int64 (distinct within a row; padding: −inf
-    values) -> [n, k] int64 column indices.
-    """
-    n, width = values.shape
-    if width <= k or width <= 32:
-        return np.lexsort((items, -values), axis=1)[:, :k]
-    best, cols = torch.topk(torch.from_numpy(values), k, dim=1)  # any k of the best
-    kth = best[:, -1:].numpy()  # [n, 1]
-    cols = cols.numpy()
-    # Where entries equal to the k-th value straddle the cut, the lower items must win.
-    tied = np.flatnonzero((values >= kth).sum(axis=1) > k)
-    if len(tied):
-        cols[tied] = np.lexsort((items[tied], -values[tied]), axis=1)[:, :k]
-    in_order = np.lexsort((np.take_along_axis(items, cols, 1), -np.take_along_axis(values, cols, 1)), axis=1)
-    return np.take_along_axis(cols, in_order, axis=1)
+        add_ptr, add_items, add_values = np.zeros(n + 1, np.int64), np.zeros(0, np.int64), np.zeros(0)
+    order = np.lexsort((np.arange(n_items), -shared))  # (g desc, item asc)
+    items, values = kernels.candidate_top_k(
+        shared, order, scores.offsets, np.asarray(scores.items, np.int64), own, add_ptr,
+        np.asarray(add_items, np.int64), add_values, k,
+    )  # fmt: skip
+    return items, values.astype(np.float64 if use_addend else scores.base.dtype)

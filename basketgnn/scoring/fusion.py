@@ -64,11 +64,9 @@ from basketgnn.scoring.tifu import (
     SparseScores,
     TifuParams,
     capped_pool,
-    combine,
     customer_codes,
     customer_vectors,
     pool_vectors,
-    query_chunks,
     tune_tifu,
 )
 from basketgnn.scoring.transitions import OPTIONS as TRANSITION_OPTIONS
@@ -131,14 +129,8 @@ class TifuScorer:
         p = self.params
         own = customer_vectors(data.histories(instances.users, instances.n_history), data.n_items, p.m, p.r_b, p.r_g)
         _, codes = customer_codes(self.customer_ids, data.user_ids[instances.users])
-        top = min(self.top, data.n_items)
-        parts: dict[float, list[SparseScores]] = {a: [] for a in alphas}
-        for _, own_dense, nbrs in query_chunks(self._index, own, codes, p.k):
-            mean = self._index.mean(nbrs)  # [c, I]
-            for a in alphas:
-                # float64: dividing TifuKnn's float32 scores keeps distinct values distinct.
-                parts[a].append(SparseScores.top_scaled(combine(own_dense, mean, a), top, np.float64))
-        return {a: SparseScores.concat(parts[a]) for a in alphas}
+        # float64 values: dividing TifuKnn's float32 scores keeps distinct values distinct.
+        return self._index.kept_scores(own, codes, p.k, alphas, min(self.top, data.n_items))
 
     def state(self) -> dict[str, Any]:
         v = self.vectors

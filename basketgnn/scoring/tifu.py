@@ -51,6 +51,7 @@ import torch
 from basketgnn.data.dataset import BasketData, Histories, _offsets, ranges
 from basketgnn.data.split import Instances
 from basketgnn.metrics import ranking_metrics, top_k
+from basketgnn.scoring import kernels
 
 #: Default tuning grid; any key may be overridden.
 DEFAULT_GRID: dict[str, tuple[float, ...]] = {
@@ -65,6 +66,8 @@ TUNE_KS: tuple[int, ...] = (10, 20)
 # Elements of one dense [chunk, n_items] or [chunk, n_train] block (float64: 2 MiB): the
 # dozen passes over each block stay in the core's cache (1 << 22 was 1.4x slower on TaFeng).
 _CHUNK_ELEMENTS = 1 << 18
+# Customers per call of a compiled kernel (its padded outputs: 4096 x top entries).
+_KERNEL_CHUNK = 4096
 
 
 #: Default size of the neighbour pool (:func:`capped_pool`): searches stay exact up to 20,000
@@ -145,6 +148,14 @@ class SparseScores:
         return cls(_offsets(np.bincount(r, minlength=c)), cols[r, j].astype(np.int64), values)
 
     @classmethod
+    def from_padded(cls, items: np.ndarray, values: np.ndarray, counts: np.ndarray) -> SparseScores:
+        """Rows given as their first ``counts[r]`` entries of padded arrays.
+
+        Shapes: items [n, W], values [n, W], counts [n] -> n rows."""
+        keep = np.arange(items.shape[1])[None, :] < counts[:, None]  # [n, W]
+        return cls(_offsets(counts), items[keep], values[keep])
+
+    @classmethod
     def concat(cls, parts: Sequence[SparseScores]) -> SparseScores:
         """Consecutive blocks of rows as one."""
         if not parts:
@@ -201,6 +212,11 @@ class SparseScores:
         """
         if len(parts) == 1:
             return parts[0][1].scaled(parts[0][0])
+        if len(parts) == 2:  # the same float operations, row by row (compiled)
+            (wa, a), (wb, b) = parts
+            if len(a) != len(b):
+                raise ValueError("union needs parts with the same rows")
+            return cls(*kernels.weighted_union(a.offsets, a.items, a.values, float(wa), b.offsets, b.items, b.values, float(wb)))
         offsets, items, aligned = cls.union([p for _, p in parts])
         return cls(offsets, items, cls.sum_aligned([w for w, _ in parts], aligned))
 
@@ -346,6 +362,40 @@ class NeighbourIndex:
         found = np.isfinite(np.take_along_axis(dist, nbrs, axis=1))
         out[:, :k_eff] = np.where(found, nbrs, -1)
         return out
+
+    def kept_scores(
+        self, own: SparseRows, query_users: np.ndarray, k: int, alphas: Sequence[float], top: int
+    ) -> dict[float, SparseScores]:
+        """Each query's TIFU score for each α, its ``top`` largest positive entries divided by
+        its largest one: ``SparseScores.top_scaled(combine(own, mean(nearest(own)), α))``
+        with the same bits, computed customer by customer (``scoring.kernels``; float64
+        index only).
+
+        Shapes: own SparseRows [n, I], query_users [n] -> {α: SparseScores of n rows}.
+        """
+        if self.dtype != np.float64:
+            raise ValueError("kept_scores needs the float64 index")
+        query_users = np.asarray(query_users, dtype=np.int64)
+        lo = np.searchsorted(self._sorted_users, query_users, side="left")
+        hi = np.searchsorted(self._sorted_users, query_users, side="right")
+        rows, inv = self._rows, self._rows_t
+        arrays = (np.asarray(rows.indptr, np.int64), np.asarray(rows.indices, np.int32), rows.data,
+                  np.asarray(inv.indptr, np.int64), np.asarray(inv.indices, np.int32), inv.data)  # fmt: skip
+        alphas_arr = np.asarray(alphas, dtype=np.float64)
+        parts: list[list[SparseScores]] = [[] for _ in alphas]
+        for start in range(0, own.n_rows, _KERNEL_CHUNK):
+            stop = min(start + _KERNEL_CHUNK, own.n_rows)
+            own_ptr = own.indptr[start : stop + 1] - own.indptr[start]
+            span = slice(own.indptr[start], own.indptr[stop])
+            same = hi[start:stop] - lo[start:stop]
+            items, values, counts = kernels.tifu_kept_scores(
+                own_ptr, np.asarray(own.indices[span], np.int64), own.values[span],
+                _offsets(same), self._by_user[ranges(lo[start:stop], same)], *arrays,
+                self.sq_norms, int(k), alphas_arr, int(top), own.n_cols,
+            )  # fmt: skip
+            for a in range(len(alphas)):
+                parts[a].append(SparseScores.from_padded(items[a], values[a], counts[a]))
+        return {alpha: SparseScores.concat(p) for alpha, p in zip(alphas, parts)}
 
     def _dots(self, query: sp.csr_matrix) -> np.ndarray:
         """q · v for every query and pool row: a CSR product with the pool's item → rows index,

@@ -43,6 +43,7 @@ import scipy.sparse as sp
 
 from basketgnn.data.dataset import BasketData, Histories, _offsets
 from basketgnn.data.split import Instances
+from basketgnn.scoring import kernels
 from basketgnn.scoring.tifu import SparseScores
 
 #: Entries kept per row of the transition matrix (memory: at most I · ROW_TOP entries).
@@ -50,9 +51,8 @@ from basketgnn.scoring.tifu import SparseScores
 ROW_TOP = 1000
 #: Entries of a customer's transition score kept (as TIFU's ``top``).
 SCORE_TOP = 200
-# Elements of one dense [chunk, I] block of scores (float64: 2 MiB, as scoring.tifu's blocks):
-# the passes over it (top-k, scaling) stay in the core's cache.
-_CHUNK_ELEMENTS = 1 << 18
+# Customers per call of the compiled kernel (its padded outputs: 4096 x top entries).
+_KERNEL_CHUNK = 4096
 
 
 @dataclass(frozen=True)
@@ -120,6 +120,12 @@ class TransitionScorer:
         # exactly as the one that was chosen on validation.
         matrix.data = matrix.data.astype(np.float32).astype(np.float64)
         self.matrix = matrix
+        # The kernel's copy: int32 items and float32 values (exact: the values are float32's),
+        # half the memory traffic of the product.
+        self._kernel_matrix = (
+            np.asarray(matrix.indptr, np.int64), np.asarray(matrix.indices, np.int32),
+            matrix.data.astype(np.float32),
+        )
 
     @property
     def n_items(self) -> int:
@@ -153,26 +159,22 @@ class TransitionScorer:
             raise ValueError(f"transition matrix has {self.n_items} items but the data {data.n_items}")
         if not 0.0 <= option.decay <= 1.0:
             raise ValueError(f"decay must be in [0, 1], got {option.decay}")
+        users = np.asarray(instances.users)
+        n_history = np.asarray(instances.n_history)
+        top = min(top, data.n_items)
         parts = []
-        size = max(1, _CHUNK_ELEMENTS // max(data.n_items, 1))
-        for start in range(0, len(instances), size):
-            stop = min(start + size, len(instances))
-            users = np.asarray(instances.users)[start:stop]
-            hist = data.histories(users, np.asarray(instances.n_history)[start:stop])
-            x = _basket_matrix(hist, data.n_items)  # [B, I]
+        for start in range(0, len(instances), _KERNEL_CHUNK):
+            stop = min(start + _KERNEL_CHUNK, len(instances))
+            hist = data.histories(users[start:stop], n_history[start:stop])
             n_baskets = np.diff(hist.basket_offsets)  # [c]
-            owner = np.repeat(np.arange(len(users)), n_baskets)  # [B]
+            owner = np.repeat(np.arange(stop - start), n_baskets)  # [B]
             age = hist.basket_offsets[owner + 1] - 1 - np.arange(len(owner))  # [B] 0 = last
-            weights = sp.csr_matrix(
-                (np.power(float(option.decay), age), (owner, np.arange(len(owner)))),
-                shape=(len(users), len(owner)),
-            )
-            h = (weights @ x).tocsr()  # [c, I] decayed history
-            t = (h @ self.matrix).toarray()  # [c, I]
-            if option.explore_only:
-                own = h.tocoo()
-                t[own.row, own.col] = 0.0
-            parts.append(SparseScores.top_scaled(t, min(top, data.n_items), np.float64))
+            items, values, counts = kernels.transition_kept_scores(
+                hist.basket_offsets, np.asarray(hist.baskets.offsets, np.int64),
+                np.asarray(hist.baskets.values, np.int64), np.power(float(option.decay), age),
+                *self._kernel_matrix, option.explore_only, top, data.n_items,
+            )  # fmt: skip
+            parts.append(SparseScores.from_padded(items, values, counts))
         return SparseScores.concat(parts)
 
     def state(self) -> dict[str, Any]:

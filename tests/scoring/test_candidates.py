@@ -7,7 +7,7 @@ import pytest
 
 from basketgnn.data.dataset import _offsets
 from basketgnn.metrics import top_k
-from basketgnn.scoring.candidates import SharedScores, fused_top_k, rank_rows, sigmoid
+from basketgnn.scoring.candidates import SharedScores, fused_top_k, sigmoid
 from basketgnn.scoring.fusion import fuse
 from basketgnn.scoring.tifu import SparseScores
 
@@ -81,19 +81,6 @@ def test_fused_needs_the_tifu_rows():
     scores = random_shared(np.random.default_rng(0), 3, 10, per_row=2)
     with pytest.raises(ValueError, match="TIFU scores for 0 rows"):
         fused_top_k(scores, 3, None, 0.5)
-
-
-@pytest.mark.parametrize("width", [5, 40, 300])
-def test_rank_rows_is_value_then_item_order(width):
-    rng = np.random.default_rng(width)
-    n, k = 50, 5
-    values = np.round(rng.normal(size=(n, width)) * 2) / 2  # many ties
-    values[:, -2:] = -np.inf  # padding
-    items = np.stack([rng.permutation(10 * width)[:width] for _ in range(n)])
-    got = rank_rows(values, items, min(k, width))
-    for r in range(n):
-        want = sorted(range(width), key=lambda c: (-values[r, c], items[r, c]))[: min(k, width)]
-        assert got[r].tolist() == want
 
 
 def test_sigmoid_does_not_depend_on_where_a_value_sits():

@@ -1,0 +1,462 @@
+"""Compiled per-customer kernels of the scoring path (numba): TIFU-KNN's search and kept
+scores, the item-transition score, the weighted union of the two, and the fused top-k.
+
+Each kernel is an exact reformulation of the NumPy / SciPy batch code it replaced: the same
+float operations on the same values in the same order, so the same bits (the tests compare
+them with that code and with dense references). What changes is the cost: a customer's work
+touches only its own entries (its items' pool rows, its neighbours' items, its candidates)
+inside scratch arrays reused from customer to customer, instead of dense [chunk, P] and
+[chunk, I] blocks, sparse-matrix products that allocate their output twice, and full-width
+top-k's. On TaFeng (P = 6,888 pool customers, I = 4,935 items) the search and both scores of a
+customer take tens of microseconds instead of ~0.6 ms (BENCHMARKS.md §6f).
+
+Orders that fix the bits (each is the order of the code it replaced, written out):
+
+- a dot product q · v_p sums over the query's items in ascending item order;
+- a neighbour mean sums w · v_n over the neighbours in ascending pool row order, with
+  w = 1 / (number of neighbours found);
+- TIFU's fused value is float32(α · own + (1 − α) · mean);
+- the decayed history h sums each basket's weight over the baskets in time order;
+- the transition score t = h S sums h_i · S_ij over the customer's items in the reverse order
+  of their first appearance (baskets in time order, items ascending within a basket): the order
+  in which SciPy's CSR product emits h's entries, which the validated choices were made with.
+
+The kernels release the GIL (``nogil``): the recommender runs them on worker threads beside the
+model. They run one customer after another; nothing is parallel inside them.
+
+Shapes in this module: n customers, P pool customers, I items.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+_JIT = {"cache": True, "nogil": True}
+#: Keys sampled to set a selection threshold (:func:`_smallest`).
+_SAMPLE = 256
+
+
+@numba.njit(**_JIT)
+def _smallest(keys, ids, count, m, pos, out):  # pragma: no cover - jit
+    """The m smallest (key, id) pairs among keys[:count] (ids distinct): their positions in
+    out[:min(count, m)], ascending; returns min(count, m).
+
+    Exact for any input: a threshold τ from a sample of the keys is expected to leave about
+    1.5 m keys at or below it; when fewer than m are, τ is raised (at the end: every key). The m-th smallest key of
+    what is kept is then the cut; keys below it are taken, keys equal to it by ascending id.
+
+    Shapes: keys [≥ count], ids [≥ count]; scratch pos [≥ count] int64, out [≥ m] int64.
+    """
+    if count <= m:
+        for c in range(count):
+            out[c] = c
+        return count
+    n = -1
+    if count > 2 * m:
+        # τ: the sample's quantile at 1.5 m / count, so about 1.5 m keys are expected at or
+        # below it (a margin of several standard errors of the sampled quantile).
+        stride = max(1, count // _SAMPLE)
+        n_sample = count // stride
+        sample = np.empty(n_sample, keys.dtype)
+        for j in range(n_sample):
+            sample[j] = keys[j * stride]
+        rank = min(n_sample - 1, (3 * m * n_sample) // (2 * count))
+        while True:
+            tau = np.partition(sample, rank)[rank]
+            n = 0
+            for c in range(count):  # branch-free
+                pos[n] = c
+                n += keys[c] <= tau
+            if n >= m:
+                break
+            if rank == n_sample - 1:
+                n = -1
+                break
+            rank = min(n_sample - 1, 2 * rank + 1)  # too few below τ: raise it
+    if n < 0:
+        n = count
+        for c in range(count):
+            pos[c] = c
+    kept = np.empty(n, keys.dtype)
+    for j in range(n):
+        kept[j] = keys[pos[j]]
+    cut = np.partition(kept, m - 1)[m - 1]
+    taken = 0
+    n_equal = 0
+    for j in range(n):
+        c = pos[j]
+        if keys[c] < cut:
+            out[taken] = c
+            taken += 1
+        elif keys[c] == cut:
+            pos[n_equal] = c  # pos[:j] is no longer read
+            n_equal += 1
+    need = m - taken
+    if need > 0:
+        ascending = True  # ids in position order (a catalogue scan): the first ones are lowest
+        for j in range(1, n_equal):
+            if ids[pos[j]] < ids[pos[j - 1]]:
+                ascending = False
+                break
+        if ascending:
+            for j in range(need):
+                out[taken + j] = pos[j]
+        else:
+            equal_ids = np.empty(n_equal, ids.dtype)
+            for j in range(n_equal):
+                equal_ids[j] = ids[pos[j]]
+            id_cut = np.partition(equal_ids, need - 1)[need - 1]  # ids are distinct
+            for j in range(n_equal):
+                if ids[pos[j]] <= id_cut:
+                    out[taken] = pos[j]
+                    taken += 1
+    out[:m].sort()
+    return m
+
+
+@numba.njit(**_JIT)
+def _keep_top_sorted(values, items, count, top, keys, pos, keep, out_items, out_values):  # pragma: no cover - jit
+    """The ``top`` largest positive entries of (values[:count], items[:count]) (ties to the
+    lower item; items distinct), written to out_* in ascending item order, each value divided
+    by the largest one in float64. Returns the number written.
+
+    Shapes: values, items [≥ count]; scratch keys [≥ count] (values' dtype), pos [≥ count],
+    keep [≥ top] int64; out_items [≥ top] int64, out_values [≥ top] float64.
+    """
+    for c in range(count):
+        keys[c] = -values[c]  # exact: negation only flips the sign bit
+    kept = _smallest(keys, items, count, top, pos, keep)
+    if kept == 0:
+        return 0
+    peak = values[keep[0]]
+    ascending = True  # positions ascend (keep is sorted); so do items when listed by a scan
+    for c in range(kept):
+        if values[keep[c]] > peak:
+            peak = values[keep[c]]
+        if c > 0 and items[keep[c]] < items[keep[c - 1]]:
+            ascending = False
+    if not ascending:
+        chosen = np.empty(kept, np.int64)
+        for c in range(kept):
+            chosen[c] = items[keep[c]]
+        order = np.argsort(chosen)
+        for c in range(kept):
+            pos[c] = keep[order[c]]
+        for c in range(kept):
+            keep[c] = pos[c]
+    for c in range(kept):
+        j = keep[c]
+        out_items[c] = items[j]
+        out_values[c] = np.float64(values[j]) / np.float64(peak)
+    return kept
+
+
+@numba.njit(**_JIT)
+def _add_scaled(acc, idx, val, lo, hi, scale, track, listed_flag, listed, n):  # pragma: no cover - jit
+    """acc[idx[e]] += scale · val[e] for e in lo..hi-1, in that order; with ``track``, each
+    index not yet flagged is appended to listed[n:] and flagged (branch-free). Returns n.
+
+    Shapes: acc [I]; idx, val [nnz]; listed_flag [I] int64 (0/1); listed [I] int64.
+    """
+    if track:
+        for e in range(lo, hi):
+            j = idx[e]
+            acc[j] += scale * val[e]
+            listed[n] = j
+            n += 1 - listed_flag[j]
+            listed_flag[j] = 1
+    else:
+        for e in range(lo, hi):
+            acc[idx[e]] += scale * val[e]
+    return n
+
+
+@numba.njit(**_JIT)
+def tifu_kept_scores(
+    own_ptr, own_idx, own_val, same_ptr, same_rows, pool_ptr, pool_idx, pool_val,
+    inv_ptr, inv_rows, inv_val, sq_norms, k, alphas, top, n_items,
+):  # pragma: no cover - jit
+    """TIFU-KNN's kept scores of each query, for each α (``scoring.tifu``, float64 search).
+
+    For query u: distances ||v_p||² − 2 q_u · v_p to every pool row p (rows in ``same_rows``
+    of u: infinite), the k smallest (ties to the lower row; infinite ones are not neighbours),
+    the neighbours' mean m_u, and for each α the ``top`` largest positive entries of
+    float32(α · q_u + (1 − α) · m_u) (ties to the lower item), divided by the largest.
+
+    Shapes: own_* CSR [n, I] (items ascending); same_ptr [n + 1], same_rows [*]; pool_* CSR
+    [P, I] (items ascending); inv_* its transpose [I, P] (rows ascending); sq_norms [P];
+    alphas [A] -> (items [A, n, top] int64, values [A, n, top] float64, counts [A, n] int64).
+    """
+    n = len(own_ptr) - 1
+    n_pool = len(sq_norms)
+    n_alpha = len(alphas)
+    out_items = np.zeros((n_alpha, n, top), np.int64)
+    out_values = np.zeros((n_alpha, n, top), np.float64)
+    counts = np.zeros((n_alpha, n), np.int64)
+    dots = np.zeros(n_pool)
+    dist = np.empty(n_pool)
+    k_eff = min(k, n_pool)
+    rows = np.arange(n_pool)
+    nearest = np.empty(max(k_eff, 1), np.int64)
+    pos = np.empty(max(n_pool, n_items), np.int64)
+    keys = np.empty(n_items, np.float32)
+    keep = np.empty(top, np.int64)
+    mean = np.zeros(n_items)
+    own = np.zeros(n_items)
+    seen = np.zeros(n_items, np.int64)
+    cand = np.empty(n_items, np.int64)
+    fused = np.empty(n_items, np.float32)
+    fused_items = np.empty(n_items, np.int64)
+    for u in range(n):
+        # Dot products with every pool row, over the query's items in ascending order.
+        for e in range(own_ptr[u], own_ptr[u + 1]):
+            q = own_val[e]
+            i = own_idx[e]
+            for f in range(inv_ptr[i], inv_ptr[i + 1]):
+                dots[inv_rows[f]] += q * inv_val[f]
+        for p in range(n_pool):
+            dist[p] = sq_norms[p] - 2.0 * dots[p]
+            dots[p] = 0.0
+        for e in range(same_ptr[u], same_ptr[u + 1]):
+            dist[same_rows[e]] = np.inf
+        # The k smallest (distance, row); infinite ones are not neighbours.
+        size = _smallest(dist, rows, n_pool, k_eff, pos, nearest)
+        n_found = 0
+        for j in range(size):
+            if dist[nearest[j]] < np.inf:
+                nearest[n_found] = nearest[j]
+                n_found += 1
+        neighbours = nearest[:n_found]  # ascending rows
+        w = 1.0 / max(n_found, 1)
+        # Candidates: the neighbours' items (their mean) and the query's own items, listed as
+        # they come, or by a scan of the catalogue when they are many.
+        entries = own_ptr[u + 1] - own_ptr[u]
+        for p in neighbours:
+            entries += pool_ptr[p + 1] - pool_ptr[p]
+        scan = entries > n_items // 4
+        n_cand = 0
+        for p in neighbours:
+            n_cand = _add_scaled(mean, pool_idx, pool_val, pool_ptr[p], pool_ptr[p + 1], w, not scan, seen, cand, n_cand)
+        for e in range(own_ptr[u], own_ptr[u + 1]):
+            i = own_idx[e]
+            own[i] = own_val[e]
+            if not scan:
+                cand[n_cand] = i
+                n_cand += 1 - seen[i]
+                seen[i] = 1
+        if scan:
+            for i in range(n_items):
+                cand[n_cand] = i
+                n_cand += (mean[i] != 0.0) | (own[i] != 0.0)  # both are > 0 where set
+        for a in range(n_alpha):
+            alpha = alphas[a]
+            rest = 1.0 - alpha
+            n_pos = 0
+            for c in range(n_cand):
+                i = cand[c]
+                v = np.float32(alpha * own[i] + rest * mean[i])
+                if v > 0:
+                    fused[n_pos] = v
+                    fused_items[n_pos] = i
+                    n_pos += 1
+            counts[a, u] = _keep_top_sorted(fused, fused_items, n_pos, top, keys, pos, keep, out_items[a, u], out_values[a, u])
+        for c in range(n_cand):
+            i = cand[c]
+            seen[i] = 0
+            mean[i] = 0.0
+            own[i] = 0.0
+    return out_items, out_values, counts
+
+
+@numba.njit(**_JIT)
+def transition_kept_scores(
+    instance_ptr, basket_ptr, basket_items, basket_weights, s_ptr, s_idx, s_val, explore_only, top, n_items,
+):  # pragma: no cover - jit
+    """Each instance's item-transition score (``scoring.transitions``): h = Σ_b w_b · x_b over
+    its baskets (distinct items), t = h S (own items set to 0 with ``explore_only``), the
+    ``top`` largest positive entries of t (ties to the lower item) divided by the largest.
+
+    Shapes: instance_ptr [n + 1] (baskets of each instance); basket_ptr [B + 1], basket_items
+    [*] (any order, repeats allowed); basket_weights [B]; s_* CSR [I, I] -> (items [n, top],
+    values [n, top] float64, counts [n]).
+    """
+    n = len(instance_ptr) - 1
+    out_items = np.zeros((n, top), np.int64)
+    out_values = np.zeros((n, top), np.float64)
+    counts = np.zeros(n, np.int64)
+    h = np.zeros(n_items)
+    in_h = np.zeros(n_items, np.bool_)
+    first_seen = np.empty(n_items, np.int64)  # items in order of first appearance
+    t = np.zeros(n_items)
+    in_t = np.zeros(n_items, np.int64)
+    t_items = np.empty(n_items, np.int64)
+    kept = np.empty(n_items)
+    kept_items = np.empty(n_items, np.int64)
+    keys = np.empty(n_items)
+    pos = np.empty(n_items, np.int64)
+    keep = np.empty(top, np.int64)
+    for u in range(n):
+        n_h = 0
+        for b in range(instance_ptr[u], instance_ptr[u + 1]):
+            items = np.sort(basket_items[basket_ptr[b] : basket_ptr[b + 1]])
+            wb = basket_weights[b]
+            for j in range(len(items)):
+                i = items[j]
+                if j > 0 and items[j - 1] == i:
+                    continue
+                h[i] += wb
+                if not in_h[i]:
+                    in_h[i] = True
+                    first_seen[n_h] = i
+                    n_h += 1
+        entries = 0
+        for c in range(n_h):
+            entries += s_ptr[first_seen[c] + 1] - s_ptr[first_seen[c]]
+        scan = entries > n_items // 4  # list t's items by a scan of the catalogue
+        n_t = 0
+        for c in range(n_h - 1, -1, -1):
+            i = first_seen[c]
+            hi = h[i]
+            if hi == 0.0:
+                continue
+            # float32 S values widen exactly
+            n_t = _add_scaled(t, s_idx, s_val, s_ptr[i], s_ptr[i + 1], hi, not scan, in_t, t_items, n_t)
+        if scan:
+            for j in range(n_items):
+                t_items[n_t] = j
+                n_t += t[j] != 0.0
+        n_pos = 0
+        for c in range(n_t):
+            j = t_items[c]
+            v = t[j]
+            if v > 0 and not (explore_only and h[j] != 0.0):
+                kept[n_pos] = v
+                kept_items[n_pos] = j
+                n_pos += 1
+        counts[u] = _keep_top_sorted(kept, kept_items, n_pos, top, keys, pos, keep, out_items[u], out_values[u])
+        for c in range(n_t):
+            j = t_items[c]
+            t[j] = 0.0
+            in_t[j] = 0
+        for c in range(n_h):
+            i = first_seen[c]
+            h[i] = 0.0
+            in_h[i] = False
+    return out_items, out_values, counts
+
+
+@numba.njit(**_JIT)
+def weighted_union(a_ptr, a_items, a_values, a_weight, b_ptr, b_items, b_values, b_weight):  # pragma: no cover - jit
+    """Row by row, (0 + w_a · a) + w_b · b on the union of the rows' items (ascending; a
+    missing entry is 0): ``SparseScores.weighted_sum`` of two parts.
+
+    Shapes: a_*, b_* CSR of n rows (items ascending) -> (offsets [n + 1], items, values).
+    """
+    n = len(a_ptr) - 1
+    offsets = np.zeros(n + 1, np.int64)
+    items = np.empty(len(a_items) + len(b_items), np.int64)
+    values = np.empty(len(a_items) + len(b_items))
+    m = 0
+    for u in range(n):
+        x, x_end, y, y_end = a_ptr[u], a_ptr[u + 1], b_ptr[u], b_ptr[u + 1]
+        while x < x_end or y < y_end:
+            if y == y_end or (x < x_end and a_items[x] < b_items[y]):
+                items[m] = a_items[x]
+                values[m] = (0.0 + a_weight * a_values[x]) + b_weight * 0.0
+                x += 1
+            elif x == x_end or b_items[y] < a_items[x]:
+                items[m] = b_items[y]
+                values[m] = (0.0 + a_weight * 0.0) + b_weight * b_values[y]
+                y += 1
+            else:
+                items[m] = a_items[x]
+                values[m] = (0.0 + a_weight * a_values[x]) + b_weight * b_values[y]
+                x += 1
+                y += 1
+            m += 1
+        offsets[u + 1] = m
+    return offsets, items[:m], values[:m]
+
+
+@numba.njit(**_JIT)
+def candidate_top_k(
+    shared, order, own_ptr, own_items, own_values, add_ptr, add_items, add_values, k,
+):  # pragma: no cover - jit
+    """Each row's top k of f (``scoring.candidates``): f_i = own value at the row's own items,
+    else shared[i]; plus the addend at its items. Best first, ties to the lower item.
+
+    ``order`` is the catalogue by (shared desc, item asc): the top k lie among the row's own and
+    addend items and the first k items of ``order`` outside them.
+
+    Shapes: shared [I] float64; order [I]; own_* CSR of n rows (items distinct, any order,
+    values float64); add_* CSR of n rows (items distinct, values float64; add_ptr all zeros
+    for none) -> (items [n, k] int64, values [n, k] float64).
+    """
+    n = len(own_ptr) - 1
+    n_items = len(shared)
+    out_items = np.empty((n, k), np.int64)
+    out_values = np.empty((n, k))
+    value = np.empty(n_items)
+    in_s = np.zeros(n_items, np.bool_)
+    members = np.empty(n_items, np.int64)
+    best_v = np.empty(k)
+    best_i = np.empty(k, np.int64)
+    for u in range(n):
+        n_s = 0
+        for e in range(own_ptr[u], own_ptr[u + 1]):
+            i = own_items[e]
+            value[i] = own_values[e]
+            in_s[i] = True
+            members[n_s] = i
+            n_s += 1
+        for e in range(add_ptr[u], add_ptr[u + 1]):
+            i = add_items[e]
+            if in_s[i]:
+                value[i] = value[i] + add_values[e]
+            else:
+                value[i] = shared[i] + add_values[e]
+                in_s[i] = True
+                members[n_s] = i
+                n_s += 1
+        # Keep the k best (value desc, item asc) in best_*, sorted best first.
+        size = 0
+        for c in range(n_s):
+            i = members[c]
+            size = _insert(best_v, best_i, size, k, value[i], i)
+        taken = 0
+        for pos in range(n_items):  # the first k items of the order outside the row's own
+            if taken == k:
+                break
+            i = order[pos]
+            if in_s[i]:
+                continue
+            taken += 1
+            size = _insert(best_v, best_i, size, k, shared[i], i)
+        for c in range(size):
+            out_items[u, c] = best_i[c]
+            out_values[u, c] = best_v[c]
+        for c in range(n_s):
+            in_s[members[c]] = False
+    return out_items, out_values
+
+
+@numba.njit(**_JIT)
+def _insert(best_v, best_i, size, k, v, i):  # pragma: no cover - jit
+    """Insert (v, i) into the sorted list best_* (value desc, item asc) of at most k entries;
+    returns the new size."""
+    if size == k:
+        last_v, last_i = best_v[k - 1], best_i[k - 1]
+        if v < last_v or (v == last_v and i > last_i):
+            return size
+        j = k - 1
+    else:
+        j = size
+        size += 1
+    while j > 0 and (best_v[j - 1] < v or (best_v[j - 1] == v and best_i[j - 1] > i)):
+        best_v[j] = best_v[j - 1]
+        best_i[j] = best_i[j - 1]
+        j -= 1
+    best_v[j] = v
+    best_i[j] = i
+    return size

@@ -1,0 +1,167 @@
+"""The compiled scoring kernels against the batch NumPy / SciPy formulation they replaced, bit
+for bit (the same float operations in the same order), and the selection helper against a sort.
+
+The batch formulations are written out here (transitions) or are the library's own batch code
+that tuning still uses (TIFU: ``query_chunks``, ``NeighbourIndex.mean``, ``combine``,
+``SparseScores.top_scaled``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from basketgnn.data.dataset import _offsets, from_sequences
+from basketgnn.data.split import Instances
+from basketgnn.scoring import kernels
+from basketgnn.scoring.fusion import TifuScorer
+from basketgnn.scoring.tifu import (
+    SparseScores,
+    TifuParams,
+    combine,
+    customer_codes,
+    customer_vectors,
+    query_chunks,
+)
+from basketgnn.scoring.transitions import TransitionOption, TransitionScorer, _basket_matrix
+
+
+def skewed_data(seed, n_users, n_items, max_basket, repeats=False):
+    """Baskets drawn from a skewed catalogue (a few items are in most baskets: long pool and
+    transition rows) with many equal values; ``repeats``: an item can appear twice in a basket."""
+    rng = np.random.default_rng(seed)
+    p = 1.0 / np.arange(1, n_items + 1)
+    p /= p.sum()
+    sequences = []
+    for _ in range(n_users):
+        baskets = []
+        for _ in range(rng.integers(1, 9)):
+            size = int(rng.integers(1, max_basket + 1))
+            basket = rng.choice(n_items, size=size, replace=repeats, p=p) if size <= n_items else np.arange(n_items)
+            baskets.append([int(i) for i in basket])
+        sequences.append(baskets)
+    return from_sequences(sequences, n_items=n_items)
+
+
+def instances(data, users, back=0):
+    users = np.asarray(users)
+    n = np.maximum(data.n_baskets_per_user[users] - back, 0)
+    return Instances(users, n)
+
+
+def batch_tifu(scorer, data, query, alphas):
+    """TifuScorer.scores as it was computed before the kernel: dense blocks of queries."""
+    p = scorer.params
+    own = customer_vectors(data.histories(query.users, query.n_history), data.n_items, p.m, p.r_b, p.r_g)
+    _, codes = customer_codes(scorer.customer_ids, data.user_ids[query.users])
+    top = min(scorer.top, data.n_items)
+    parts = {a: [] for a in alphas}
+    for _, own_dense, nbrs in query_chunks(scorer._index, own, codes, p.k):
+        mean = scorer._index.mean(nbrs)
+        for a in alphas:
+            parts[a].append(SparseScores.top_scaled(combine(own_dense, mean, a), top, np.float64))
+    return {a: SparseScores.concat(parts[a]) for a in alphas}
+
+
+def assert_same(got: SparseScores, want: SparseScores):
+    np.testing.assert_array_equal(got.offsets, want.offsets)
+    np.testing.assert_array_equal(got.items, want.items)
+    np.testing.assert_array_equal(got.values, want.values)  # bit for bit
+
+
+@pytest.mark.parametrize(
+    "n_items, max_basket, k, top",
+    [
+        (30, 6, 5, 200),  # small catalogue: candidates listed by a catalogue scan
+        (2000, 3, 7, 200),  # large catalogue: candidates listed as they come
+        (2000, 3, 7, 3),  # ties at the top's cut
+        (60, 40, 500, 10),  # k beyond the pool: every other customer is a neighbour
+    ],
+)
+def test_tifu_kernel_equals_the_batch_search_bit_for_bit(n_items, max_basket, k, top):
+    data = skewed_data(n_items + k, 80, n_items, max_basket)
+    train = instances(data, np.arange(60), back=1)
+    # Queries: new customers, and training customers (never their own neighbours).
+    query = Instances(np.r_[np.arange(60, 80), np.arange(0, 60, 7)],
+                      np.r_[data.n_baskets_per_user[60:80], data.n_baskets_per_user[0:60:7] - 1])  # fmt: skip
+    scorer = TifuScorer.build(data, train, TifuParams(k=k, m=2, r_b=0.9, r_g=0.7, alpha=0.3), top)
+    alphas = (0.3, 0.0, 1.0, 0.8)
+    got, want = scorer.scores(data, query, alphas), batch_tifu(scorer, data, query, alphas)
+    for a in alphas:
+        assert_same(got[a], want[a])
+    assert max(len(np.unique(want[0.3].values)), 1) < len(want[0.3].values)  # equal values occur
+
+
+def test_tifu_kernel_chunks_and_empty_histories(monkeypatch):
+    monkeypatch.setattr("basketgnn.scoring.tifu._KERNEL_CHUNK", 3)
+    data = skewed_data(5, 40, 50, 5)
+    train = instances(data, np.arange(30), back=1)
+    query = Instances(np.arange(25, 40), np.r_[np.zeros(5, np.int64), data.n_baskets_per_user[30:40]])
+    scorer = TifuScorer.build(data, train, TifuParams(k=4, m=3, alpha=0.5), 12)
+    got, want = scorer.scores(data, query), batch_tifu(scorer, data, query, (0.5,))
+    assert_same(got[0.5], want[0.5])
+    assert np.diff(got[0.5].offsets)[:5].min() > 0  # no history: the neighbour mean alone
+
+
+def batch_transitions(scorer, data, query, option, top):
+    """TransitionScorer.scores as it was computed before the kernel: SciPy products."""
+    hist = data.histories(query.users, query.n_history)
+    x = _basket_matrix(hist, data.n_items)
+    n_baskets = np.diff(hist.basket_offsets)
+    owner = np.repeat(np.arange(len(query.users)), n_baskets)
+    age = hist.basket_offsets[owner + 1] - 1 - np.arange(len(owner))
+    weights = sp.csr_matrix((np.power(float(option.decay), age), (owner, np.arange(len(owner)))),
+                            shape=(len(query.users), len(owner)))  # fmt: skip
+    h = (weights @ x).tocsr()
+    t = (h @ scorer.matrix).toarray()
+    if option.explore_only:
+        own = h.tocoo()
+        t[own.row, own.col] = 0.0
+    return SparseScores.top_scaled(t, min(top, data.n_items), np.float64)
+
+
+@pytest.mark.parametrize("option", [TransitionOption(0.5, False), TransitionOption(0.9, True),
+                                    TransitionOption(0.0, True), TransitionOption(1.0, False)])  # fmt: skip
+@pytest.mark.parametrize("n_items, max_basket, top", [(40, 12, 200), (3000, 4, 200), (40, 12, 5)])
+def test_transition_kernel_equals_the_scipy_products_bit_for_bit(option, n_items, max_basket, top):
+    """Baskets with repeated items; a small catalogue lists t's items by a scan, a large one as
+    they come; top 5 cuts through equal values."""
+    data = skewed_data(n_items, 90, n_items, max_basket, repeats=True)
+    scorer = TransitionScorer.build(data, instances(data, np.arange(60), back=1))
+    query = Instances(np.arange(50, 90), np.r_[data.n_baskets_per_user[50:60] - 1, data.n_baskets_per_user[60:90]])
+    assert_same(scorer.scores(data, query, option, top), batch_transitions(scorer, data, query, option, top))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_weighted_union_is_the_aligned_sum(seed):
+    rng = np.random.default_rng(seed)
+
+    def part(n, n_items):
+        counts = rng.integers(0, 8, size=n)
+        items = np.concatenate([np.sort(rng.choice(n_items, c, replace=False)) for c in counts]).astype(np.int64)
+        return SparseScores(_offsets(counts), items, rng.uniform(0.01, 1, size=len(items)))
+
+    a, b = part(50, 20), part(50, 20)
+    got = SparseScores.weighted_sum([(0.1, a), (0.05, b)])  # the kernel
+    offsets, items, aligned = SparseScores.union([a, b])
+    assert_same(got, SparseScores(offsets, items, SparseScores.sum_aligned([0.1, 0.05], aligned)))
+
+
+@pytest.mark.parametrize("count, m", [(10, 3), (50, 50), (40, 60), (700, 200), (7000, 100), (7000, 1), (3000, 5)])
+@pytest.mark.parametrize("ids_order", ["ascending", "shuffled"])
+@pytest.mark.parametrize("keys_kind", ["ties", "distinct", "sorted", "all-equal"])
+def test_smallest_is_the_first_m_of_a_sort_by_key_then_id(count, m, ids_order, keys_kind):
+    """Including keys whose sample misleads the threshold (sorted keys, all equal keys)."""
+    rng = np.random.default_rng(count + m)
+    keys = {
+        "ties": np.round(rng.random(count) * 20) / 20,
+        "distinct": rng.random(count),
+        "sorted": np.sort(rng.random(count))[::-1].copy(),
+        "all-equal": np.full(count, 0.5),
+    }[keys_kind]
+    ids = np.arange(count) * 3 if ids_order == "ascending" else rng.permutation(count * 3)[:count]
+    pos, out = np.empty(count, np.int64), np.empty(max(m, 1), np.int64)
+    n = kernels._smallest(keys, ids.astype(np.int64), count, m, pos, out)
+    want = sorted(sorted(range(count), key=lambda c: (keys[c], ids[c]))[:m])
+    assert n == min(count, m)
+    assert out[:n].tolist() == want
