@@ -38,15 +38,57 @@ _SAMPLE = 256
 
 
 @numba.njit(**_JIT)
-def _smallest(keys, ids, count, m, pos, out):  # pragma: no cover - jit
+def _select(a, n, k):  # pragma: no cover - jit
+    """The k-th smallest (0-based) of a[:n], reordering a[:n] in place: quickselect with a
+    three-way partition (runs of equal values cost one pass) and median-of-three pivots.
+
+    Shapes: a [≥ n] float64 -> float64.
+    """
+    lo, hi = 0, n - 1
+    while lo < hi:
+        x, y, z = a[lo], a[(lo + hi) // 2], a[hi]
+        if x > y:
+            x, y = y, x
+        if y > z:
+            y = z
+        if x > y:
+            y = x
+        pivot = y  # the median of x, y, z
+        lt, i, gt = lo, lo, hi
+        while i <= gt:
+            v = a[i]
+            if v < pivot:
+                a[i] = a[lt]
+                a[lt] = v
+                lt += 1
+                i += 1
+            elif v > pivot:
+                a[i] = a[gt]
+                a[gt] = v
+                gt -= 1
+            else:
+                i += 1
+        if k < lt:
+            hi = lt - 1
+        elif k > gt:
+            lo = gt + 1
+        else:
+            return pivot
+    return a[k]
+
+
+@numba.njit(**_JIT)
+def _smallest(keys, ids, count, m, pos, out, work):  # pragma: no cover - jit
     """The m smallest (key, id) pairs among keys[:count] (ids distinct): their positions in
     out[:min(count, m)], ascending; returns min(count, m).
 
     Exact for any input: a threshold τ from a sample of the keys is expected to leave about
-    1.5 m keys at or below it; when fewer than m are, τ is raised (at the end: every key). The m-th smallest key of
-    what is kept is then the cut; keys below it are taken, keys equal to it by ascending id.
+    1.5 m keys at or below it; when fewer than m are, τ is raised (at the end: every key is
+    kept). The m-th smallest key of what is kept is then the cut; keys below it are taken,
+    keys equal to it by ascending id.
 
-    Shapes: keys [≥ count], ids [≥ count]; scratch pos [≥ count] int64, out [≥ m] int64.
+    Shapes: keys [≥ count] float64, ids [≥ count] int64; scratch pos [≥ count] int64,
+    out [≥ m] int64, work [≥ count] float64.
     """
     if count <= m:
         for c in range(count):
@@ -58,12 +100,11 @@ def _smallest(keys, ids, count, m, pos, out):  # pragma: no cover - jit
         # below it (a margin of several standard errors of the sampled quantile).
         stride = max(1, count // _SAMPLE)
         n_sample = count // stride
-        sample = np.empty(n_sample, keys.dtype)
-        for j in range(n_sample):
-            sample[j] = keys[j * stride]
         rank = min(n_sample - 1, (3 * m * n_sample) // (2 * count))
         while True:
-            tau = np.partition(sample, rank)[rank]
+            for j in range(n_sample):
+                work[j] = keys[j * stride]
+            tau = _select(work, n_sample, rank)
             n = 0
             for c in range(count):  # branch-free
                 pos[n] = c
@@ -78,10 +119,9 @@ def _smallest(keys, ids, count, m, pos, out):  # pragma: no cover - jit
         n = count
         for c in range(count):
             pos[c] = c
-    kept = np.empty(n, keys.dtype)
     for j in range(n):
-        kept[j] = keys[pos[j]]
-    cut = np.partition(kept, m - 1)[m - 1]
+        work[j] = keys[pos[j]]
+    cut = _select(work, n, m - 1)
     taken = 0
     n_equal = 0
     for j in range(n):
@@ -103,10 +143,9 @@ def _smallest(keys, ids, count, m, pos, out):  # pragma: no cover - jit
             for j in range(need):
                 out[taken + j] = pos[j]
         else:
-            equal_ids = np.empty(n_equal, ids.dtype)
             for j in range(n_equal):
-                equal_ids[j] = ids[pos[j]]
-            id_cut = np.partition(equal_ids, need - 1)[need - 1]  # ids are distinct
+                work[j] = ids[pos[j]]  # exact: ids are below 2^53
+            id_cut = _select(work, n_equal, need - 1)  # ids are distinct
             for j in range(n_equal):
                 if ids[pos[j]] <= id_cut:
                     out[taken] = pos[j]
@@ -116,39 +155,40 @@ def _smallest(keys, ids, count, m, pos, out):  # pragma: no cover - jit
 
 
 @numba.njit(**_JIT)
-def _keep_top_sorted(values, items, count, top, keys, pos, keep, out_items, out_values):  # pragma: no cover - jit
+def _keep_top_sorted(values, items, count, top, scratch, out_items, out_values):  # pragma: no cover - jit
     """The ``top`` largest positive entries of (values[:count], items[:count]) (ties to the
     lower item; items distinct), written to out_* in ascending item order, each value divided
-    by the largest one in float64. Returns the number written.
+    by the largest one. Returns the number written.
 
-    Shapes: values, items [≥ count]; scratch keys [≥ count] (values' dtype), pos [≥ count],
-    keep [≥ top] int64; out_items [≥ top] int64, out_values [≥ top] float64.
+    Shapes: values [≥ count] float64, items [≥ count] int64; scratch: a tuple (keys [≥ count]
+    float64, pos [≥ count] int64, keep [≥ top] int64, work [≥ count] float64, value_of [I]
+    float64); out_items [≥ top] int64, out_values [≥ top] float64.
     """
+    keys, pos, keep, work, value_of = scratch
     for c in range(count):
         keys[c] = -values[c]  # exact: negation only flips the sign bit
-    kept = _smallest(keys, items, count, top, pos, keep)
+    kept = _smallest(keys, items, count, top, pos, keep, work)
     if kept == 0:
         return 0
     peak = values[keep[0]]
     ascending = True  # positions ascend (keep is sorted); so do items when listed by a scan
     for c in range(kept):
-        if values[keep[c]] > peak:
-            peak = values[keep[c]]
-        if c > 0 and items[keep[c]] < items[keep[c - 1]]:
-            ascending = False
-    if not ascending:
-        chosen = np.empty(kept, np.int64)
-        for c in range(kept):
-            chosen[c] = items[keep[c]]
-        order = np.argsort(chosen)
-        for c in range(kept):
-            pos[c] = keep[order[c]]
-        for c in range(kept):
-            keep[c] = pos[c]
-    for c in range(kept):
         j = keep[c]
-        out_items[c] = items[j]
-        out_values[c] = np.float64(values[j]) / np.float64(peak)
+        if values[j] > peak:
+            peak = values[j]
+        if c > 0 and items[j] < items[keep[c - 1]]:
+            ascending = False
+    if ascending:
+        for c in range(kept):
+            out_items[c] = items[keep[c]]
+            out_values[c] = values[keep[c]] / peak
+    else:
+        for c in range(kept):
+            value_of[items[keep[c]]] = values[keep[c]]
+            out_items[c] = items[keep[c]]
+        out_items[:kept].sort()
+        for c in range(kept):
+            out_values[c] = value_of[out_items[c]] / peak
     return kept
 
 
@@ -200,13 +240,13 @@ def tifu_kept_scores(
     rows = np.arange(n_pool)
     nearest = np.empty(max(k_eff, 1), np.int64)
     pos = np.empty(max(n_pool, n_items), np.int64)
-    keys = np.empty(n_items, np.float32)
-    keep = np.empty(top, np.int64)
+    scratch = (np.empty(n_items), np.empty(n_items, np.int64), np.empty(top, np.int64), np.empty(n_items), np.empty(n_items))
+    work = np.empty(n_pool)
     mean = np.zeros(n_items)
     own = np.zeros(n_items)
     seen = np.zeros(n_items, np.int64)
     cand = np.empty(n_items, np.int64)
-    fused = np.empty(n_items, np.float32)
+    fused = np.empty(n_items)  # float32 values, held exactly
     fused_items = np.empty(n_items, np.int64)
     for u in range(n):
         # Dot products with every pool row, over the query's items in ascending order.
@@ -221,7 +261,7 @@ def tifu_kept_scores(
         for e in range(same_ptr[u], same_ptr[u + 1]):
             dist[same_rows[e]] = np.inf
         # The k smallest (distance, row); infinite ones are not neighbours.
-        size = _smallest(dist, rows, n_pool, k_eff, pos, nearest)
+        size = _smallest(dist, rows, n_pool, k_eff, pos, nearest, work)
         n_found = 0
         for j in range(size):
             if dist[nearest[j]] < np.inf:
@@ -260,7 +300,7 @@ def tifu_kept_scores(
                     fused[n_pos] = v
                     fused_items[n_pos] = i
                     n_pos += 1
-            counts[a, u] = _keep_top_sorted(fused, fused_items, n_pos, top, keys, pos, keep, out_items[a, u], out_values[a, u])
+            counts[a, u] = _keep_top_sorted(fused, fused_items, n_pos, top, scratch, out_items[a, u], out_values[a, u])
         for c in range(n_cand):
             i = cand[c]
             seen[i] = 0
@@ -293,9 +333,7 @@ def transition_kept_scores(
     t_items = np.empty(n_items, np.int64)
     kept = np.empty(n_items)
     kept_items = np.empty(n_items, np.int64)
-    keys = np.empty(n_items)
-    pos = np.empty(n_items, np.int64)
-    keep = np.empty(top, np.int64)
+    scratch = (np.empty(n_items), np.empty(n_items, np.int64), np.empty(top, np.int64), np.empty(n_items), np.empty(n_items))
     for u in range(n):
         n_h = 0
         for b in range(instance_ptr[u], instance_ptr[u + 1]):
@@ -334,7 +372,7 @@ def transition_kept_scores(
                 kept[n_pos] = v
                 kept_items[n_pos] = j
                 n_pos += 1
-        counts[u] = _keep_top_sorted(kept, kept_items, n_pos, top, keys, pos, keep, out_items[u], out_values[u])
+        counts[u] = _keep_top_sorted(kept, kept_items, n_pos, top, scratch, out_items[u], out_values[u])
         for c in range(n_t):
             j = t_items[c]
             t[j] = 0.0

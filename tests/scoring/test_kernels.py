@@ -160,8 +160,8 @@ def test_smallest_is_the_first_m_of_a_sort_by_key_then_id(count, m, ids_order, k
         "all-equal": np.full(count, 0.5),
     }[keys_kind]
     ids = np.arange(count) * 3 if ids_order == "ascending" else rng.permutation(count * 3)[:count]
-    pos, out = np.empty(count, np.int64), np.empty(max(m, 1), np.int64)
-    n = kernels._smallest(keys, ids.astype(np.int64), count, m, pos, out)
+    pos, out, work = np.empty(count, np.int64), np.empty(max(m, 1), np.int64), np.empty(count)
+    n = kernels._smallest(keys, ids.astype(np.int64), count, m, pos, out, work)
     want = sorted(sorted(range(count), key=lambda c: (keys[c], ids[c]))[:m])
     assert n == min(count, m)
     assert out[:n].tolist() == want
