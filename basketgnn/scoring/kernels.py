@@ -226,14 +226,16 @@ def tifu_kept_scores(
 
     Shapes: own_* CSR [n, I] (items ascending); same_ptr [n + 1], same_rows [*]; pool_* CSR
     [P, I] (items ascending); inv_* its transpose [I, P] (rows ascending); sq_norms [P];
-    alphas [A] -> (items [A, n, top] int64, values [A, n, top] float64, counts [A, n] int64).
+    alphas [A] -> (offsets [A, n + 1], items [A, ≥ nnz] int64, values [A, ≥ nnz] float64): row u
+    of α number a is items[a, offsets[a, u]:offsets[a, u + 1]].
     """
     n = len(own_ptr) - 1
     n_pool = len(sq_norms)
     n_alpha = len(alphas)
-    out_items = np.zeros((n_alpha, n, top), np.int64)
-    out_values = np.zeros((n_alpha, n, top), np.float64)
-    counts = np.zeros((n_alpha, n), np.int64)
+    # Rows written one after another (CSR), in buffers sized for ``top`` entries a row.
+    offsets = np.zeros((n_alpha, n + 1), np.int64)
+    out_items = np.empty((n_alpha, n * top), np.int64)
+    out_values = np.empty((n_alpha, n * top), np.float64)
     dots = np.zeros(n_pool)
     dist = np.empty(n_pool)
     k_eff = min(k, n_pool)
@@ -300,13 +302,15 @@ def tifu_kept_scores(
                     fused[n_pos] = v
                     fused_items[n_pos] = i
                     n_pos += 1
-            counts[a, u] = _keep_top_sorted(fused, fused_items, n_pos, top, scratch, out_items[a, u], out_values[a, u])
+            at = offsets[a, u]
+            kept = _keep_top_sorted(fused, fused_items, n_pos, top, scratch, out_items[a, at:], out_values[a, at:])
+            offsets[a, u + 1] = at + kept
         for c in range(n_cand):
             i = cand[c]
             seen[i] = 0
             mean[i] = 0.0
             own[i] = 0.0
-    return out_items, out_values, counts
+    return offsets, out_items, out_values
 
 
 @numba.njit(**_JIT)
@@ -318,13 +322,13 @@ def transition_kept_scores(
     ``top`` largest positive entries of t (ties to the lower item) divided by the largest.
 
     Shapes: instance_ptr [n + 1] (baskets of each instance); basket_ptr [B + 1], basket_items
-    [*] (any order, repeats allowed); basket_weights [B]; s_* CSR [I, I] -> (items [n, top],
-    values [n, top] float64, counts [n]).
+    [*] (any order, repeats allowed); basket_weights [B]; s_* CSR [I, I] -> (offsets [n + 1],
+    items [≥ nnz], values [≥ nnz] float64), a CSR of n rows.
     """
     n = len(instance_ptr) - 1
-    out_items = np.zeros((n, top), np.int64)
-    out_values = np.zeros((n, top), np.float64)
-    counts = np.zeros(n, np.int64)
+    offsets = np.zeros(n + 1, np.int64)  # rows written one after another (CSR)
+    out_items = np.empty(n * top, np.int64)
+    out_values = np.empty(n * top, np.float64)
     h = np.zeros(n_items)
     in_h = np.zeros(n_items, np.bool_)
     first_seen = np.empty(n_items, np.int64)  # items in order of first appearance
@@ -372,7 +376,8 @@ def transition_kept_scores(
                 kept[n_pos] = v
                 kept_items[n_pos] = j
                 n_pos += 1
-        counts[u] = _keep_top_sorted(kept, kept_items, n_pos, top, scratch, out_items[u], out_values[u])
+        at = offsets[u]
+        offsets[u + 1] = at + _keep_top_sorted(kept, kept_items, n_pos, top, scratch, out_items[at:], out_values[at:])
         for c in range(n_t):
             j = t_items[c]
             t[j] = 0.0
@@ -381,7 +386,7 @@ def transition_kept_scores(
             i = first_seen[c]
             h[i] = 0.0
             in_h[i] = False
-    return out_items, out_values, counts
+    return offsets, out_items, out_values
 
 
 @numba.njit(**_JIT)

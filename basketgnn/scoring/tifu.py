@@ -66,8 +66,6 @@ TUNE_KS: tuple[int, ...] = (10, 20)
 # Elements of one dense [chunk, n_items] or [chunk, n_train] block (float64: 2 MiB): the
 # dozen passes over each block stay in the core's cache (1 << 22 was 1.4x slower on TaFeng).
 _CHUNK_ELEMENTS = 1 << 18
-# Customers per call of a compiled kernel (its padded outputs: 4096 x top entries).
-_KERNEL_CHUNK = 4096
 
 
 #: Default size of the neighbour pool (:func:`capped_pool`): searches stay exact up to 20,000
@@ -148,12 +146,13 @@ class SparseScores:
         return cls(_offsets(np.bincount(r, minlength=c)), cols[r, j].astype(np.int64), values)
 
     @classmethod
-    def from_padded(cls, items: np.ndarray, values: np.ndarray, counts: np.ndarray) -> SparseScores:
-        """Rows given as their first ``counts[r]`` entries of padded arrays.
-
-        Shapes: items [n, W], values [n, W], counts [n] -> n rows."""
-        keep = np.arange(items.shape[1])[None, :] < counts[:, None]  # [n, W]
-        return cls(_offsets(counts), items[keep], values[keep])
+    def from_buffers(cls, offsets: np.ndarray, items: np.ndarray, values: np.ndarray) -> SparseScores:
+        """Rows written into buffers longer than needed (a kernel's output): their used part,
+        copied when under half of the buffer is used. Shapes: offsets [n + 1] -> n rows."""
+        nnz = int(offsets[-1])
+        if 2 * nnz < len(items):
+            return cls(offsets, items[:nnz].copy(), values[:nnz].copy())
+        return cls(offsets, items[:nnz], values[:nnz])
 
     @classmethod
     def concat(cls, parts: Sequence[SparseScores]) -> SparseScores:
@@ -381,21 +380,13 @@ class NeighbourIndex:
         rows, inv = self._rows, self._rows_t
         arrays = (np.asarray(rows.indptr, np.int64), np.asarray(rows.indices, np.int32), rows.data,
                   np.asarray(inv.indptr, np.int64), np.asarray(inv.indices, np.int32), inv.data)  # fmt: skip
-        alphas_arr = np.asarray(alphas, dtype=np.float64)
-        parts: list[list[SparseScores]] = [[] for _ in alphas]
-        for start in range(0, own.n_rows, _KERNEL_CHUNK):
-            stop = min(start + _KERNEL_CHUNK, own.n_rows)
-            own_ptr = own.indptr[start : stop + 1] - own.indptr[start]
-            span = slice(own.indptr[start], own.indptr[stop])
-            same = hi[start:stop] - lo[start:stop]
-            items, values, counts = kernels.tifu_kept_scores(
-                own_ptr, np.asarray(own.indices[span], np.int64), own.values[span],
-                _offsets(same), self._by_user[ranges(lo[start:stop], same)], *arrays,
-                self.sq_norms, int(k), alphas_arr, int(top), own.n_cols,
-            )  # fmt: skip
-            for a in range(len(alphas)):
-                parts[a].append(SparseScores.from_padded(items[a], values[a], counts[a]))
-        return {alpha: SparseScores.concat(p) for alpha, p in zip(alphas, parts)}
+        same = hi - lo
+        offsets, items, values = kernels.tifu_kept_scores(
+            own.indptr, np.asarray(own.indices, np.int64), own.values, _offsets(same),
+            self._by_user[ranges(lo, same)], *arrays, self.sq_norms, int(k),
+            np.asarray(alphas, dtype=np.float64), int(top), own.n_cols,
+        )  # fmt: skip
+        return {alpha: SparseScores.from_buffers(offsets[a], items[a], values[a]) for a, alpha in enumerate(alphas)}
 
     def _dots(self, query: sp.csr_matrix) -> np.ndarray:
         """q · v for every query and pool row: a CSR product with the pool's item → rows index,

@@ -51,8 +51,6 @@ from basketgnn.scoring.tifu import SparseScores
 ROW_TOP = 1000
 #: Entries of a customer's transition score kept (as TIFU's ``top``).
 SCORE_TOP = 200
-# Customers per call of the compiled kernel (its padded outputs: 4096 x top entries).
-_KERNEL_CHUNK = 4096
 
 
 @dataclass(frozen=True)
@@ -162,20 +160,16 @@ class TransitionScorer:
         users = np.asarray(instances.users)
         n_history = np.asarray(instances.n_history)
         top = min(top, data.n_items)
-        parts = []
-        for start in range(0, len(instances), _KERNEL_CHUNK):
-            stop = min(start + _KERNEL_CHUNK, len(instances))
-            hist = data.histories(users[start:stop], n_history[start:stop])
-            n_baskets = np.diff(hist.basket_offsets)  # [c]
-            owner = np.repeat(np.arange(stop - start), n_baskets)  # [B]
-            age = hist.basket_offsets[owner + 1] - 1 - np.arange(len(owner))  # [B] 0 = last
-            items, values, counts = kernels.transition_kept_scores(
-                hist.basket_offsets, np.asarray(hist.baskets.offsets, np.int64),
-                np.asarray(hist.baskets.values, np.int64), np.power(float(option.decay), age),
-                *self._kernel_matrix, option.explore_only, top, data.n_items,
-            )  # fmt: skip
-            parts.append(SparseScores.from_padded(items, values, counts))
-        return SparseScores.concat(parts)
+        hist = data.histories(users, n_history)
+        n_baskets = np.diff(hist.basket_offsets)  # [n]
+        owner = np.repeat(np.arange(len(users)), n_baskets)  # [B]
+        age = hist.basket_offsets[owner + 1] - 1 - np.arange(len(owner))  # [B] 0 = last
+        offsets, items, values = kernels.transition_kept_scores(
+            hist.basket_offsets, np.asarray(hist.baskets.offsets, np.int64),
+            np.asarray(hist.baskets.values, np.int64), np.power(float(option.decay), age),
+            *self._kernel_matrix, option.explore_only, top, data.n_items,
+        )  # fmt: skip
+        return SparseScores.from_buffers(offsets, items, values)
 
     def state(self) -> dict[str, Any]:
         m = self.matrix

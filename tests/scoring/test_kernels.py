@@ -92,8 +92,7 @@ def test_tifu_kernel_equals_the_batch_search_bit_for_bit(n_items, max_basket, k,
     assert max(len(np.unique(want[0.3].values)), 1) < len(want[0.3].values)  # equal values occur
 
 
-def test_tifu_kernel_chunks_and_empty_histories(monkeypatch):
-    monkeypatch.setattr("basketgnn.scoring.tifu._KERNEL_CHUNK", 3)
+def test_tifu_kernel_with_empty_histories():
     data = skewed_data(5, 40, 50, 5)
     train = instances(data, np.arange(30), back=1)
     query = Instances(np.arange(25, 40), np.r_[np.zeros(5, np.int64), data.n_baskets_per_user[30:40]])

@@ -76,11 +76,8 @@ def test_matrix_matches_the_loop_reference(row_top):
 
 
 @pytest.mark.parametrize("option", [TransitionOption(0.5, False), TransitionOption(0.9, True), TransitionOption(0.0, False)])
-@pytest.mark.parametrize("top, block", [(200, None), (4, 3)])
-def test_scores_match_the_loop_reference(option, top, block, monkeypatch):
-    """block 3: three customers per kernel call, so several calls."""
-    if block is not None:
-        monkeypatch.setattr("basketgnn.scoring.transitions._KERNEL_CHUNK", block)
+@pytest.mark.parametrize("top", [200, 4])
+def test_scores_match_the_loop_reference(option, top):
     data, pool, query = setting(1)
     scorer = TransitionScorer.build(data, pool)
     got = scorer.scores(data, query, option, top)
