@@ -27,7 +27,9 @@ entries of its own items), neighbours from an exact top-k (ties at equal distanc
 the neighbour mean from the neighbours' own entries (W · V with W the chunk's [c, P] averaging
 weights, k entries a row, a scipy CSR product). Both sums are taken in a fixed order (ascending
 item, resp. pool row), whatever the chunk. Chunks are sized so that no dense block exceeds 256K
-elements (it stays in cache); nothing of size [P, I] is ever dense.
+elements (it stays in cache); nothing of size [P, I] is ever dense. Tuning and TIFU-KNN use
+this batch code; scoring (:meth:`NeighbourIndex.kept_scores`) computes the same bits customer
+by customer in a compiled kernel (:mod:`basketgnn.scoring.kernels`).
 
 **Tuning** (:func:`tune_tifu`): a two-stage grid search maximising the mean of NDCG@10 and
 NDCG@20 on validation targets: first (m, r_b, r_g) with the starting k and α, then (k, α) with
