@@ -56,6 +56,7 @@ import numpy as np
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
 from basketgnn.metrics import ranking_metrics, top_k
+from basketgnn.scoring import kernels
 from basketgnn.scoring.candidates import SharedScores, fused_top_k, sigmoid
 from basketgnn.scoring.tifu import (
     DEFAULT_POOL_CAP,
@@ -486,10 +487,15 @@ def choose_fusion(
     points = [(w, a, 0) for w in weights for a in alpha_list if w > 0 or a == alpha_list[0]]
     points += [(w, alpha_list[0], j) for w in weights if w > 0 for j in range(1, len(extras))]
     ranked = {key: np.empty((len(validate), cut), np.int64) for key in points}
+    widest = max([int(np.diff(s.offsets).max(initial=0)) for s in by_alpha.values()]
+                 + [int(np.diff(t.offsets).max(initial=0)) for t in by_option.values()])  # fmt: skip
     for start in range(0, len(validate), chunk):
         stop = min(start + chunk, len(validate))
         model = val_scores[start:stop]
         normalised = normalise(model, transform)  # once per chunk, not per grid point
+        # Each row's items by normalised score (desc, item asc), as far as the fused top-k of
+        # any grid point can need them (its addend items, then `cut` more and their ties).
+        prefix = top_k(normalised, min(data.n_items, cut + 2 * widest + 64))
         # q and t on the union of their items, once per chunk and reading of t (λ q + ν t is
         # then ScoreFusion.prepare's addend bit for bit: the same SparseScores.sum_aligned).
         union = {o: SparseScores.union([by_alpha[alpha_list[0]].rows(start, stop), t.rows(start, stop)])
@@ -504,7 +510,8 @@ def choose_fusion(
                 else:
                     offsets, items, aligned = union[extra[1]]
                     addend = SparseScores(offsets, items, SparseScores.sum_aligned((w, extra[0]), aligned))
-                fused = _fuse_normalised(model, None if w == 1 else normalised, addend, w)
+                ranked[w, a, j][start:stop] = _ranked_fused(model, normalised, prefix, addend, w, cut)
+                continue
             ranked[w, a, j][start:stop] = top_k(fused, cut)
     per_metric = {key: customer_metrics(ranked[key], data, validate) for key in points}  # {name: [n_val]} each
     best_key, why = select_point(per_metric, points, alpha_list, rule)
@@ -529,6 +536,25 @@ def choose_fusion(
         None if extra is None else trans_scorer, 0.0 if extra is None else extra[0],
         None if extra is None else extra[1],
     )
+
+
+def _ranked_fused(
+    model: np.ndarray, normalised: np.ndarray, prefix: np.ndarray, addend: SparseScores, weight: float, k: int
+) -> np.ndarray:
+    """``top_k(_fuse_normalised(model, normalised, addend, weight), k)`` for 0 < weight, from
+    each row's addend items and the start of its ``prefix`` (its items by normalised score,
+    desc, item asc: ``kernels.fused_top_k_dense``); rows whose prefix is too short take the
+    dense path. Shapes: model, normalised [c, I]; prefix [c, W] -> [c, k] int64."""
+    items, dense = kernels.fused_top_k_dense(
+        normalised, prefix, addend.offsets, np.asarray(addend.items, np.int64),
+        np.asarray(addend.values, np.float64), float(weight), int(k), weight == 1,
+    )  # fmt: skip
+    rows = np.flatnonzero(dense)
+    if len(rows):
+        sub = SparseScores.concat([addend.rows(int(r), int(r) + 1) for r in rows])
+        fused = _fuse_normalised(model[rows], None if weight == 1 else normalised[rows], sub, weight)
+        items[rows] = top_k(fused, k)
+    return items
 
 
 def _criterion(per_metric: dict[str, np.ndarray]) -> np.ndarray:

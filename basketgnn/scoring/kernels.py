@@ -503,3 +503,58 @@ def _insert(best_v, best_i, size, k, v, i):  # pragma: no cover - jit
     best_v[j] = v
     best_i[j] = i
     return size
+
+
+@numba.njit(**_JIT)
+def fused_top_k_dense(normalised, prefix, add_ptr, add_items, add_values, weight, k, by_item):  # pragma: no cover - jit
+    """Each row's top k of f = (1 − weight) · normalised + addend (ties to the lower item):
+    ``metrics.top_k`` of ``fusion._fuse_normalised``'s dense rows, without building them.
+
+    Outside the row's addend items f is a non-decreasing function of the normalised score, so
+    the row's best items outside them come first in ``prefix`` (its items by normalised score
+    desc, item asc): walk it past the k-th such item while f still equals the k-th value (equal
+    f, lower item); with ``by_item`` (weight 1: f = 0 outside the addend) walk the items in
+    ascending order and stop at the k-th. A row whose prefix ends before that is flagged for
+    the dense computation.
+
+    Shapes: normalised [c, I] float64; prefix [c, W] int64; add_* CSR of c rows (items
+    distinct) -> (items [c, k] int64, dense_needed [c] bool).
+    """
+    c, n_items = normalised.shape
+    width = prefix.shape[1]
+    rest = 1.0 - weight
+    out = np.empty((c, k), np.int64)
+    dense_needed = np.zeros(c, np.bool_)
+    in_add = np.zeros(n_items, np.bool_)
+    best_v = np.empty(k)
+    best_i = np.empty(k, np.int64)
+    for u in range(c):
+        size = 0
+        for e in range(add_ptr[u], add_ptr[u + 1]):
+            i = add_items[e]
+            in_add[i] = True
+            size = _insert(best_v, best_i, size, k, rest * normalised[u, i] + add_values[e], i)
+        taken = 0
+        kth = 0.0
+        settled = False
+        steps = n_items if by_item else width
+        for j in range(steps):
+            i = j if by_item else prefix[u, j]
+            if in_add[i]:
+                continue
+            f = rest * normalised[u, i]
+            if taken >= k and (by_item or f < kth):
+                settled = True
+                break
+            size = _insert(best_v, best_i, size, k, f, i)
+            taken += 1
+            if taken == k:
+                kth = f  # the walk's values do not increase: the k-th is the smallest so far
+        if not settled and (by_item or width == n_items):
+            settled = True  # every item was seen
+        dense_needed[u] = not settled
+        for c_ in range(size):
+            out[u, c_] = best_i[c_]
+        for e in range(add_ptr[u], add_ptr[u + 1]):
+            in_add[add_items[e]] = False
+    return out, dense_needed

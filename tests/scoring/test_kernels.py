@@ -164,3 +164,26 @@ def test_smallest_is_the_first_m_of_a_sort_by_key_then_id(count, m, ids_order, k
     want = sorted(sorted(range(count), key=lambda c: (keys[c], ids[c]))[:m])
     assert n == min(count, m)
     assert out[:n].tolist() == want
+
+
+@pytest.mark.parametrize("weight", [0.05, 0.3, 1.0])
+@pytest.mark.parametrize("width", [None, 3])
+def test_grid_top_k_equals_the_dense_fusion(weight, width):
+    """The fusion choice's ranking of one grid point (``fusion._ranked_fused``) against
+    ``top_k`` of the dense fused rows: logits that saturate the sigmoid (equal normalised
+    values), quantised addends (equal fused values), and a prefix too short for some rows
+    (``width`` 3: those rows take the dense path)."""
+    from basketgnn.metrics import top_k
+    from basketgnn.scoring.fusion import _fuse_normalised, _ranked_fused, normalise
+
+    rng = np.random.default_rng(int(weight * 100) + (width or 0))
+    n, n_items, k = 40, 300, 10
+    model = np.round(rng.normal(size=(n, n_items)) * 4) * 10  # many ties, sigmoid 1.0 or 0.0
+    model[:5] = rng.normal(size=(5, n_items))  # and rows with distinct values
+    counts = rng.integers(0, 15, size=n)
+    items = np.concatenate([np.sort(rng.choice(n_items, c, replace=False)) for c in counts]).astype(np.int64)
+    addend = SparseScores(_offsets(counts), items, np.ceil(rng.uniform(0, 1, len(items)) * 4) / 4 * weight)
+    normalised = normalise(model, "sigmoid")
+    prefix = top_k(normalised, width or min(n_items, k + 2 * 15 + 64))
+    want = top_k(_fuse_normalised(model, None if weight == 1 else normalised, addend, weight), k)
+    np.testing.assert_array_equal(_ranked_fused(model, normalised, prefix, addend, weight, k), want)
