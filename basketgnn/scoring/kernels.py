@@ -213,6 +213,125 @@ def _add_scaled(acc, idx, val, lo, hi, scale, track, listed_flag, listed, n):  #
 
 
 @numba.njit(**_JIT)
+def _distances(
+    u, own_ptr, own_idx, own_val, same_ptr, same_rows, inv_ptr, inv_rows, inv_val, sq_norms, dots, dist,
+):  # pragma: no cover - jit
+    """dist[p] = ||v_p||² − 2 q_u · v_p for every pool row p (infinite for u's ``same_rows``),
+    each dot product summed over u's items in ascending order. ``dots`` is zero before and after.
+
+    Shapes: dots, dist [P] float64 (scratch / output)."""
+    for e in range(own_ptr[u], own_ptr[u + 1]):
+        q = own_val[e]
+        i = own_idx[e]
+        for f in range(inv_ptr[i], inv_ptr[i + 1]):
+            dots[inv_rows[f]] += q * inv_val[f]
+    for p in range(len(sq_norms)):
+        dist[p] = sq_norms[p] - 2.0 * dots[p]
+        dots[p] = 0.0
+    for e in range(same_ptr[u], same_ptr[u + 1]):
+        dist[same_rows[e]] = np.inf
+
+
+@numba.njit(**_JIT)
+def _fused_positive(cand, n_cand, own, mean, alpha, fused, fused_items):  # pragma: no cover - jit
+    """TIFU's value float32(α · own + (1 − α) · mean) of each candidate item, the positive ones
+    written to fused (float64, exact) and fused_items in candidate order. Returns their number.
+
+    Shapes: cand [≥ n_cand]; own, mean [I]; fused, fused_items [≥ n_cand] (outputs)."""
+    rest = 1.0 - alpha
+    n_pos = 0
+    for c in range(n_cand):
+        i = cand[c]
+        v = np.float32(alpha * own[i] + rest * mean[i])
+        if v > 0:
+            fused[n_pos] = v
+            fused_items[n_pos] = i
+            n_pos += 1
+    return n_pos
+
+
+@numba.njit(**_JIT)
+def tifu_ranked(
+    own_ptr, own_idx, own_val, same_ptr, same_rows, pool_ptr, pool_idx, pool_val,
+    inv_ptr, inv_rows, inv_val, sq_norms, ks, alphas, cut, n_items,
+):  # pragma: no cover - jit
+    """TIFU-KNN's ranking of each query for every (k, α) of a tuning grid: the first ``cut``
+    items of float32(α · q_u + (1 − α) · m_u) by value desc, item asc, where m_u is the mean
+    of u's k nearest pool rows (nearest first, ties to the lower row; infinite distances are
+    not neighbours), summed over them in ascending row order. ``metrics.top_k`` of
+    ``tifu.combine(own, NeighbourIndex.mean(nearest[:, :k]), α)``, bit for bit.
+
+    Shapes: as :func:`tifu_kept_scores`; ks [K] ascending, alphas [A] -> [K, A, n, cut] int64.
+    """
+    n = len(own_ptr) - 1
+    n_pool = len(sq_norms)
+    out = np.empty((len(ks), len(alphas), n, cut), np.int64)
+    dots = np.zeros(n_pool)
+    dist = np.empty(n_pool)
+    k_max = min(ks[-1], n_pool)
+    rows = np.arange(n_pool)
+    nearest = np.empty(max(k_max, 1), np.int64)
+    pos = np.empty(n_pool, np.int64)
+    work = np.empty(n_pool)
+    mean = np.zeros(n_items)
+    own = np.zeros(n_items)
+    positive = np.zeros(n_items, np.bool_)
+    seen = np.zeros(n_items, np.int64)
+    cand = np.empty(n_items, np.int64)
+    fused = np.empty(n_items)
+    fused_items = np.empty(n_items, np.int64)
+    best_v = np.empty(cut)
+    best_i = np.empty(cut, np.int64)
+    for u in range(n):
+        _distances(u, own_ptr, own_idx, own_val, same_ptr, same_rows, inv_ptr, inv_rows, inv_val, sq_norms, dots, dist)
+        size = _smallest(dist, rows, n_pool, k_max, pos, nearest, work)
+        keys = np.empty(size)
+        for j in range(size):
+            keys[j] = dist[nearest[j]]
+        by_distance = nearest[:size][np.argsort(keys, kind="mergesort")]  # rows ascend among equals
+        for e in range(own_ptr[u], own_ptr[u + 1]):
+            own[own_idx[e]] = own_val[e]
+        for kk in range(len(ks)):
+            first = by_distance[: min(ks[kk], size)]
+            n_found = 0
+            for j in range(len(first)):
+                n_found += dist[first[j]] < np.inf  # infinite ones sort last
+            neighbours = np.sort(first[:n_found])
+            w = 1.0 / max(n_found, 1)
+            n_cand = 0
+            for p in neighbours:
+                n_cand = _add_scaled(mean, pool_idx, pool_val, pool_ptr[p], pool_ptr[p + 1], w, True, seen, cand, n_cand)
+            for e in range(own_ptr[u], own_ptr[u + 1]):
+                i = own_idx[e]
+                cand[n_cand] = i
+                n_cand += 1 - seen[i]
+                seen[i] = 1
+            for a in range(len(alphas)):
+                n_pos = _fused_positive(cand, n_cand, own, mean, alphas[a], fused, fused_items)
+                size_best = 0
+                for c in range(n_pos):
+                    positive[fused_items[c]] = True
+                    size_best = _insert(best_v, best_i, size_best, cut, fused[c], fused_items[c])
+                for c in range(size_best):
+                    out[kk, a, u, c] = best_i[c]
+                i = 0
+                for c in range(size_best, cut):  # the rest score 0: lower items first
+                    while positive[i]:
+                        i += 1
+                    out[kk, a, u, c] = i
+                    i += 1
+                for c in range(n_cand):
+                    positive[cand[c]] = False
+            for c in range(n_cand):
+                i = cand[c]
+                seen[i] = 0
+                mean[i] = 0.0
+        for e in range(own_ptr[u], own_ptr[u + 1]):
+            own[own_idx[e]] = 0.0
+    return out
+
+
+@numba.njit(**_JIT)
 def tifu_kept_scores(
     own_ptr, own_idx, own_val, same_ptr, same_rows, pool_ptr, pool_idx, pool_val,
     inv_ptr, inv_rows, inv_val, sq_norms, k, alphas, top, n_items,
@@ -251,17 +370,7 @@ def tifu_kept_scores(
     fused = np.empty(n_items)  # float32 values, held exactly
     fused_items = np.empty(n_items, np.int64)
     for u in range(n):
-        # Dot products with every pool row, over the query's items in ascending order.
-        for e in range(own_ptr[u], own_ptr[u + 1]):
-            q = own_val[e]
-            i = own_idx[e]
-            for f in range(inv_ptr[i], inv_ptr[i + 1]):
-                dots[inv_rows[f]] += q * inv_val[f]
-        for p in range(n_pool):
-            dist[p] = sq_norms[p] - 2.0 * dots[p]
-            dots[p] = 0.0
-        for e in range(same_ptr[u], same_ptr[u + 1]):
-            dist[same_rows[e]] = np.inf
+        _distances(u, own_ptr, own_idx, own_val, same_ptr, same_rows, inv_ptr, inv_rows, inv_val, sq_norms, dots, dist)
         # The k smallest (distance, row); infinite ones are not neighbours.
         size = _smallest(dist, rows, n_pool, k_eff, pos, nearest, work)
         n_found = 0
@@ -292,16 +401,7 @@ def tifu_kept_scores(
                 cand[n_cand] = i
                 n_cand += (mean[i] != 0.0) | (own[i] != 0.0)  # both are > 0 where set
         for a in range(n_alpha):
-            alpha = alphas[a]
-            rest = 1.0 - alpha
-            n_pos = 0
-            for c in range(n_cand):
-                i = cand[c]
-                v = np.float32(alpha * own[i] + rest * mean[i])
-                if v > 0:
-                    fused[n_pos] = v
-                    fused_items[n_pos] = i
-                    n_pos += 1
+            n_pos = _fused_positive(cand, n_cand, own, mean, alphas[a], fused, fused_items)
             at = offsets[a, u]
             kept = _keep_top_sorted(fused, fused_items, n_pos, top, scratch, out_items[a, at:], out_values[a, at:])
             offsets[a, u + 1] = at + kept

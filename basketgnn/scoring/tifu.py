@@ -27,9 +27,10 @@ entries of its own items), neighbours from an exact top-k (ties at equal distanc
 the neighbour mean from the neighbours' own entries (W · V with W the chunk's [c, P] averaging
 weights, k entries a row, a scipy CSR product). Both sums are taken in a fixed order (ascending
 item, resp. pool row), whatever the chunk. Chunks are sized so that no dense block exceeds 256K
-elements (it stays in cache); nothing of size [P, I] is ever dense. Tuning and TIFU-KNN use
-this batch code; scoring (:meth:`NeighbourIndex.kept_scores`) computes the same bits customer
-by customer in a compiled kernel (:mod:`basketgnn.scoring.kernels`).
+elements (it stays in cache); nothing of size [P, I] is ever dense. TIFU-KNN's dense scores and
+the neighbour add-on use this batch code; tuning (:meth:`NeighbourIndex.ranked`) and the fusion's
+scores (:meth:`NeighbourIndex.kept_scores`) get the same bits customer by customer from compiled
+kernels (:mod:`basketgnn.scoring.kernels`).
 
 **Tuning** (:func:`tune_tifu`): a two-stage grid search maximising the mean of NDCG@10 and
 NDCG@20 on validation targets: first (m, r_b, r_g) with the starting k and α, then (k, α) with
@@ -374,21 +375,39 @@ class NeighbourIndex:
 
         Shapes: own SparseRows [n, I], query_users [n] -> {α: SparseScores of n rows}.
         """
+        offsets, items, values = kernels.tifu_kept_scores(
+            *self._kernel_inputs(own, query_users), int(k), np.asarray(alphas, dtype=np.float64), int(top), own.n_cols
+        )
+        return {alpha: SparseScores.from_buffers(offsets[a], items[a], values[a]) for a, alpha in enumerate(alphas)}
+
+    def ranked(
+        self, own: SparseRows, query_users: np.ndarray, ks: Sequence[int], alphas: Sequence[float], cut: int
+    ) -> np.ndarray:
+        """Each query's first ``cut`` items by TIFU score for every (k, α):
+        ``metrics.top_k(combine(own, mean(nearest(own)[:, :k]), α), cut)`` with the same items,
+        customer by customer (``scoring.kernels``; float64 index only).
+
+        Shapes: own SparseRows [n, I], query_users [n], ks ascending -> [K, A, n, cut] int64.
+        """
+        return kernels.tifu_ranked(
+            *self._kernel_inputs(own, query_users), np.asarray(ks, np.int64),
+            np.asarray(alphas, dtype=np.float64), int(cut), own.n_cols,
+        )  # fmt: skip
+
+    def _kernel_inputs(self, own: SparseRows, query_users: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The queries, the pool rows each may not use (its own customer's), the pool and its
+        transpose, as the kernels take them."""
         if self.dtype != np.float64:
-            raise ValueError("kept_scores needs the float64 index")
+            raise ValueError("the compiled search needs the float64 index")
         query_users = np.asarray(query_users, dtype=np.int64)
         lo = np.searchsorted(self._sorted_users, query_users, side="left")
-        hi = np.searchsorted(self._sorted_users, query_users, side="right")
+        same = np.searchsorted(self._sorted_users, query_users, side="right") - lo
         rows, inv = self._rows, self._rows_t
-        arrays = (np.asarray(rows.indptr, np.int64), np.asarray(rows.indices, np.int32), rows.data,
-                  np.asarray(inv.indptr, np.int64), np.asarray(inv.indices, np.int32), inv.data)  # fmt: skip
-        same = hi - lo
-        offsets, items, values = kernels.tifu_kept_scores(
-            own.indptr, np.asarray(own.indices, np.int64), own.values, _offsets(same),
-            self._by_user[ranges(lo, same)], *arrays, self.sq_norms, int(k),
-            np.asarray(alphas, dtype=np.float64), int(top), own.n_cols,
+        return (
+            own.indptr, np.asarray(own.indices, np.int64), own.values, _offsets(same), self._by_user[ranges(lo, same)],
+            np.asarray(rows.indptr, np.int64), np.asarray(rows.indices, np.int32), rows.data,
+            np.asarray(inv.indptr, np.int64), np.asarray(inv.indices, np.int32), inv.data, self.sq_norms,
         )  # fmt: skip
-        return {alpha: SparseScores.from_buffers(offsets[a], items[a], values[a]) for a, alpha in enumerate(alphas)}
 
     def _dots(self, query: sp.csr_matrix) -> np.ndarray:
         """q · v for every query and pool row: a CSR product with the pool's item → rows index,
@@ -489,14 +508,9 @@ def tune_tifu(
     ) -> dict[tuple[int, float], float]:
         index = NeighbourIndex(pool_vectors(data, train, m, r_b, r_g), train.users)
         own = customer_vectors(histories, data.n_items, m, r_b, r_g)
-        ranked = {
-            key: np.empty((len(validate), ks[-1]), np.int64) for key in product(ks_nbr, alphas)
-        }
-        for rows, own_dense, nbrs in query_chunks(index, own, validate.users, max(ks_nbr)):
-            for k in ks_nbr:
-                nbr_mean = index.mean(nbrs[:, :k])
-                for a in alphas:
-                    ranked[k, a][rows] = top_k(combine(own_dense, nbr_mean, a), ks[-1])
+        ks_sorted = sorted(ks_nbr)
+        ranked_all = index.ranked(own, validate.users, ks_sorted, alphas, ks[-1])  # [K, A, n, cut]
+        ranked = {(k, a): ranked_all[i, j] for i, k in enumerate(ks_sorted) for j, a in enumerate(alphas)}
         out = {}
         for key, topk in ranked.items():
             metrics = ranking_metrics(topk, targets.values, targets.offsets, data.n_items, ks=ks)

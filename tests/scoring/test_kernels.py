@@ -187,3 +187,29 @@ def test_grid_top_k_equals_the_dense_fusion(weight, width):
     prefix = top_k(normalised, width or min(n_items, k + 2 * 15 + 64))
     want = top_k(_fuse_normalised(model, None if weight == 1 else normalised, addend, weight), k)
     np.testing.assert_array_equal(_ranked_fused(model, normalised, prefix, addend, weight, k), want)
+
+
+@pytest.mark.parametrize(
+    "n_items, max_basket, ks",
+    [(30, 6, (2, 5, 9)), (2000, 3, (1, 7)), (60, 40, (3, 500))],  # scan / listed candidates; k past the pool
+)
+def test_tuning_ranks_equal_the_batch_search(n_items, max_basket, ks):
+    """``NeighbourIndex.ranked`` (tune_tifu's kernel) against top_k of the batch formulation,
+    for nested k (prefixes of the nearest) and several α; with 2,000 items most rows have fewer
+    than 20 positive scores, so the rest is filled with zero-score items, lowest first."""
+    from basketgnn.metrics import top_k
+    from basketgnn.scoring.tifu import NeighbourIndex, pool_vectors
+
+    data = skewed_data(n_items + len(ks), 80, n_items, max_basket)
+    train = instances(data, np.arange(60), back=1)
+    query = Instances(np.r_[np.arange(60, 80), np.arange(0, 60, 7)],
+                      np.r_[data.n_baskets_per_user[60:80], data.n_baskets_per_user[0:60:7] - 1])  # fmt: skip
+    index = NeighbourIndex(pool_vectors(data, train, 2, 0.9, 0.7), train.users)
+    own = customer_vectors(data.histories(query.users, query.n_history), n_items, 2, 0.9, 0.7)
+    alphas, cut = (0.2, 0.0, 1.0), min(20, n_items)
+    got = index.ranked(own, query.users, ks, alphas, cut)
+    for rows, own_dense, nbrs in query_chunks(index, own, query.users, max(ks)):
+        for i, k in enumerate(ks):
+            mean = index.mean(nbrs[:, :k])
+            for j, a in enumerate(alphas):
+                np.testing.assert_array_equal(got[i, j][rows], top_k(combine(own_dense, mean, a), cut))
