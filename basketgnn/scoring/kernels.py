@@ -233,6 +233,31 @@ def _distances(
 
 
 @numba.njit(**_JIT)
+def _by_key(keys, rows, size):  # pragma: no cover - jit
+    """rows[:size] (ascending) ordered by keys[row], stably (equal keys keep ascending rows): a
+    bottom-up merge sort (np.argsort's stable kind compiles slowly).
+
+    Shapes: keys [P] float64, rows [≥ size] int64 -> [size] int64."""
+    a = rows[:size].copy()
+    b = np.empty(size, np.int64)
+    width = 1
+    while width < size:
+        for lo in range(0, size, 2 * width):
+            mid, hi = min(lo + width, size), min(lo + 2 * width, size)
+            i, j = lo, mid
+            for t in range(lo, hi):
+                if i < mid and (j >= hi or keys[a[i]] <= keys[a[j]]):
+                    b[t] = a[i]
+                    i += 1
+                else:
+                    b[t] = a[j]
+                    j += 1
+        a, b = b, a
+        width *= 2
+    return a
+
+
+@numba.njit(**_JIT)
 def _fused_positive(cand, n_cand, own, mean, alpha, fused, fused_items):  # pragma: no cover - jit
     """TIFU's value float32(α · own + (1 − α) · mean) of each candidate item, the positive ones
     written to fused (float64, exact) and fused_items in candidate order. Returns their number.
@@ -285,10 +310,7 @@ def tifu_ranked(
     for u in range(n):
         _distances(u, own_ptr, own_idx, own_val, same_ptr, same_rows, inv_ptr, inv_rows, inv_val, sq_norms, dots, dist)
         size = _smallest(dist, rows, n_pool, k_max, pos, nearest, work)
-        keys = np.empty(size)
-        for j in range(size):
-            keys[j] = dist[nearest[j]]
-        by_distance = nearest[:size][np.argsort(keys, kind="mergesort")]  # rows ascend among equals
+        by_distance = _by_key(dist, nearest, size)  # nearest first, rows ascending among equals
         for e in range(own_ptr[u], own_ptr[u + 1]):
             own[own_idx[e]] = own_val[e]
         for kk in range(len(ks)):
