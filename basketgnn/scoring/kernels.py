@@ -258,6 +258,34 @@ def _by_key(keys, rows, size):  # pragma: no cover - jit
 
 
 @numba.njit(**_JIT)
+def _neighbour_mean(u, neighbours, w, own_ptr, own_idx, own, pool_ptr, pool_idx, pool_val, mean, seen, cand):  # pragma: no cover - jit
+    """mean += Σ w · v_p over ``neighbours`` (ascending rows), and the candidate items (the
+    neighbours' and u's own, ``own`` already set) in cand[:n], listed as they come, or by a
+    scan of the catalogue when they are many. Returns n.
+
+    Shapes: neighbours [k]; own, mean [I] float64; seen [I] int64 (0/1); cand [I] int64."""
+    n_items = len(mean)
+    entries = own_ptr[u + 1] - own_ptr[u]
+    for p in neighbours:
+        entries += pool_ptr[p + 1] - pool_ptr[p]
+    scan = entries > n_items // 4
+    n_cand = 0
+    for p in neighbours:
+        n_cand = _add_scaled(mean, pool_idx, pool_val, pool_ptr[p], pool_ptr[p + 1], w, not scan, seen, cand, n_cand)
+    if scan:
+        for i in range(n_items):
+            cand[n_cand] = i
+            n_cand += (mean[i] != 0.0) | (own[i] != 0.0)  # both are > 0 where set
+    else:
+        for e in range(own_ptr[u], own_ptr[u + 1]):
+            i = own_idx[e]
+            cand[n_cand] = i
+            n_cand += 1 - seen[i]
+            seen[i] = 1
+    return n_cand
+
+
+@numba.njit(**_JIT)
 def _fused_positive(cand, n_cand, own, mean, alpha, fused, fused_items):  # pragma: no cover - jit
     """TIFU's value float32(α · own + (1 − α) · mean) of each candidate item, the positive ones
     written to fused (float64, exact) and fused_items in candidate order. Returns their number.
@@ -320,14 +348,7 @@ def tifu_ranked(
                 n_found += dist[first[j]] < np.inf  # infinite ones sort last
             neighbours = np.sort(first[:n_found])
             w = 1.0 / max(n_found, 1)
-            n_cand = 0
-            for p in neighbours:
-                n_cand = _add_scaled(mean, pool_idx, pool_val, pool_ptr[p], pool_ptr[p + 1], w, True, seen, cand, n_cand)
-            for e in range(own_ptr[u], own_ptr[u + 1]):
-                i = own_idx[e]
-                cand[n_cand] = i
-                n_cand += 1 - seen[i]
-                seen[i] = 1
+            n_cand = _neighbour_mean(u, neighbours, w, own_ptr, own_idx, own, pool_ptr, pool_idx, pool_val, mean, seen, cand)
             for a in range(len(alphas)):
                 n_pos = _fused_positive(cand, n_cand, own, mean, alphas[a], fused, fused_items)
                 size_best = 0
@@ -402,26 +423,9 @@ def tifu_kept_scores(
                 n_found += 1
         neighbours = nearest[:n_found]  # ascending rows
         w = 1.0 / max(n_found, 1)
-        # Candidates: the neighbours' items (their mean) and the query's own items, listed as
-        # they come, or by a scan of the catalogue when they are many.
-        entries = own_ptr[u + 1] - own_ptr[u]
-        for p in neighbours:
-            entries += pool_ptr[p + 1] - pool_ptr[p]
-        scan = entries > n_items // 4
-        n_cand = 0
-        for p in neighbours:
-            n_cand = _add_scaled(mean, pool_idx, pool_val, pool_ptr[p], pool_ptr[p + 1], w, not scan, seen, cand, n_cand)
         for e in range(own_ptr[u], own_ptr[u + 1]):
-            i = own_idx[e]
-            own[i] = own_val[e]
-            if not scan:
-                cand[n_cand] = i
-                n_cand += 1 - seen[i]
-                seen[i] = 1
-        if scan:
-            for i in range(n_items):
-                cand[n_cand] = i
-                n_cand += (mean[i] != 0.0) | (own[i] != 0.0)  # both are > 0 where set
+            own[own_idx[e]] = own_val[e]
+        n_cand = _neighbour_mean(u, neighbours, w, own_ptr, own_idx, own, pool_ptr, pool_idx, pool_val, mean, seen, cand)
         for a in range(n_alpha):
             n_pos = _fused_positive(cand, n_cand, own, mean, alphas[a], fused, fused_items)
             at = offsets[a, u]
