@@ -1,5 +1,8 @@
 """Compiled per-customer kernels of the scoring path (numba): TIFU-KNN's search and kept
-scores, the item-transition score, the weighted union of the two, and the fused top-k.
+scores (:func:`tifu_kept_scores`), the item-transition score (:func:`transition_kept_scores`),
+the weighted union of the two (:func:`weighted_union`), the fused top-k
+(:func:`candidate_top_k`), and for the fusion's choice on validation TIFU's tuning grid
+(:func:`tifu_ranked`) and each grid point's top-k (:func:`fused_top_k_dense`).
 
 Each kernel is an exact reformulation of the NumPy / SciPy batch code it replaced: the same
 float operations on the same values in the same order, so the same bits (the tests compare
@@ -8,7 +11,7 @@ touches only its own entries (its items' pool rows, its neighbours' items, its c
 inside scratch arrays reused from customer to customer, instead of dense [chunk, P] and
 [chunk, I] blocks, sparse-matrix products that allocate their output twice, and full-width
 top-k's. On TaFeng (P = 6,888 pool customers, I = 4,935 items) the search and both scores of a
-customer take tens of microseconds instead of ~0.6 ms (BENCHMARKS.md §6f).
+customer take ~120 µs instead of ~0.6 ms (BENCHMARKS.md §6f).
 
 Orders that fix the bits (each is the order of the code it replaced, written out):
 
