@@ -22,9 +22,9 @@ the |S_u| + k candidates by (f desc, item asc) is exactly the dense ranking, tie
 the values are computed with the same float64 operations as the dense fusion
 (``fusion.fuse``: (1 − λ) · sigmoid(s), then + a), so scores agree bit for bit.
 
-G_u is found without sorting per customer: with pos(i) the item's place in the global order and
-L_u the shortest prefix holding k items outside S_u, L_u = k + |{j ∈ S_u : pos(j) < L_u}|, the
-fixed point of L ← k + count(pos < L) from L = k (a few vectorised passes over S).
+G_u is found without sorting per customer: walk the global order, skipping S_u's items, until
+k items are taken (``kernels.candidate_top_k``, customer by customer, the best k kept in a sorted
+list as they come).
 
 Shapes in this module: n customers, I items, k cut-off.
 """

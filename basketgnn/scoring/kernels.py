@@ -32,10 +32,25 @@ Shapes in this module: n customers, P pool customers, I items.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numba
 import numpy as np
 
-_JIT = {"cache": True, "nogil": True}
+
+def _can_cache() -> bool:
+    """Whether numba can keep the compiled code: NUMBA_CACHE_DIR, this package's folder or the
+    user's cache folder is writable (else numba raises at import; the kernels then compile in
+    every process, ~16 s)."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return True
+    here = Path(__file__).resolve().parent
+    user = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return any(os.access(p, os.W_OK) for p in (here / "__pycache__", here, user) if p.exists())
+
+
+_JIT = {"cache": _can_cache(), "nogil": True}
 #: Keys sampled to set a selection threshold (:func:`_smallest`).
 _SAMPLE = 256
 
@@ -93,6 +108,8 @@ def _smallest(keys, ids, count, m, pos, out, work):  # pragma: no cover - jit
     Shapes: keys [≥ count] float64, ids [≥ count] int64; scratch pos [≥ count] int64,
     out [≥ m] int64, work [≥ count] float64.
     """
+    if m <= 0:
+        return 0
     if count <= m:
         for c in range(count):
             out[c] = c
@@ -159,9 +176,9 @@ def _smallest(keys, ids, count, m, pos, out, work):  # pragma: no cover - jit
 
 @numba.njit(**_JIT)
 def _keep_top_sorted(values, items, count, top, scratch, out_items, out_values):  # pragma: no cover - jit
-    """The ``top`` largest positive entries of (values[:count], items[:count]) (ties to the
-    lower item; items distinct), written to out_* in ascending item order, each value divided
-    by the largest one. Returns the number written.
+    """The ``top`` largest entries of (values[:count], items[:count]) (the callers pass positive
+    values only; ties to the lower item; items distinct), written to out_* in ascending item
+    order, each value divided by the largest one. Returns the number written.
 
     Shapes: values [≥ count] float64, items [≥ count] int64; scratch: a tuple (keys [≥ count]
     float64, pos [≥ count] int64, keep [≥ top] int64, work [≥ count] float64, value_of [I]
@@ -315,7 +332,9 @@ def tifu_ranked(
     items of float32(α · q_u + (1 − α) · m_u) by value desc, item asc, where m_u is the mean
     of u's k nearest pool rows (nearest first, ties to the lower row; infinite distances are
     not neighbours), summed over them in ascending row order. ``metrics.top_k`` of
-    ``tifu.combine(own, NeighbourIndex.mean(nearest[:, :k]), α)``, bit for bit.
+    ``tifu.combine(own, NeighbourIndex.mean(nearest[:, :k]), α)``, bit for bit, for vectors
+    without negative entries (items outside the candidates score 0 and fill the ranking's end,
+    lowest first).
 
     Shapes: as :func:`tifu_kept_scores`; ks [K] ascending, alphas [A] -> [K, A, n, cut] int64.
     """
@@ -548,6 +567,8 @@ def weighted_union(a_ptr, a_items, a_values, a_weight, b_ptr, b_items, b_values,
                 y += 1
             m += 1
         offsets[u + 1] = m
+    if 2 * m < len(items):  # mostly overlapping rows: do not keep the unused buffer alive
+        return offsets, items[:m].copy(), values[:m].copy()
     return offsets, items[:m], values[:m]
 
 
@@ -643,8 +664,8 @@ def fused_top_k_dense(normalised, prefix, add_ptr, add_items, add_values, weight
     the row's best items outside them come first in ``prefix`` (its items by normalised score
     desc, item asc): walk it past the k-th such item while f still equals the k-th value (equal
     f, lower item); with ``by_item`` (weight 1: f = 0 outside the addend) walk the items in
-    ascending order and stop at the k-th. A row whose prefix ends before that is flagged for
-    the dense computation.
+    ascending order and stop after the k-th. A row whose prefix ends before that is flagged
+    for the dense computation.
 
     Shapes: normalised [c, I] float64; prefix [c, W] int64; add_* CSR of c rows (items
     distinct) -> (items [c, k] int64, dense_needed [c] bool).

@@ -389,6 +389,8 @@ class NeighbourIndex:
 
         Shapes: own SparseRows [n, I], query_users [n], ks ascending -> [K, A, n, cut] int64.
         """
+        if (own.values < 0).any() or (self._rows.data < 0).any():
+            raise ValueError("TIFU vectors have negative entries (decays r_b, r_g must be >= 0)")
         return kernels.tifu_ranked(
             *self._kernel_inputs(own, query_users), np.asarray(ks, np.int64),
             np.asarray(alphas, dtype=np.float64), int(cut), own.n_cols,
@@ -403,8 +405,9 @@ class NeighbourIndex:
         lo = np.searchsorted(self._sorted_users, query_users, side="left")
         same = np.searchsorted(self._sorted_users, query_users, side="right") - lo
         rows, inv = self._rows, self._rows_t
-        return (
-            own.indptr, np.asarray(own.indices, np.int64), own.values, _offsets(same), self._by_user[ranges(lo, same)],
+        return (  # fixed dtypes: one compiled version of each kernel
+            np.asarray(own.indptr, np.int64), np.asarray(own.indices, np.int64), np.asarray(own.values, np.float64),
+            _offsets(same), self._by_user[ranges(lo, same)],
             np.asarray(rows.indptr, np.int64), np.asarray(rows.indices, np.int32), rows.data,
             np.asarray(inv.indptr, np.int64), np.asarray(inv.indices, np.int32), inv.data, self.sq_norms,
         )  # fmt: skip

@@ -157,6 +157,8 @@ class TransitionScorer:
             raise ValueError(f"transition matrix has {self.n_items} items but the data {data.n_items}")
         if not 0.0 <= option.decay <= 1.0:
             raise ValueError(f"decay must be in [0, 1], got {option.decay}")
+        if top < 1:
+            raise ValueError(f"top must be >= 1, got {top}")
         users = np.asarray(instances.users)
         n_history = np.asarray(instances.n_history)
         top = min(top, data.n_items)

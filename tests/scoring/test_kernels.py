@@ -1,11 +1,13 @@
 """The compiled scoring kernels against the batch NumPy / SciPy formulation they replaced, bit
 for bit (the same float operations in the same order), and the selection helper against a sort.
 
-The batch formulations are written out here (transitions) or are the library's own batch code
-that tuning still uses (TIFU: ``query_chunks``, ``NeighbourIndex.mean``, ``combine``,
-``SparseScores.top_scaled``)."""
+The batch formulations are written out here (transitions) or are the library's own batch code,
+which TIFU-KNN's dense scores and the neighbour add-on still use (``query_chunks``,
+``NeighbourIndex.mean``, ``combine``, ``SparseScores.top_scaled``)."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -26,9 +28,19 @@ from basketgnn.scoring.tifu import (
 from basketgnn.scoring.transitions import TransitionOption, TransitionScorer, _basket_matrix
 
 
+def with_repeats(data):
+    """The same baskets with each basket's first item written twice more, at its end (raw
+    exports repeat lines; ``from_sequences`` would merge them)."""
+    lengths = np.diff(data.basket_offsets)
+    first = data.items[data.basket_offsets[:-1]]
+    parts = np.split(data.items, data.basket_offsets[1:-1])
+    items = np.concatenate([np.r_[p, f, f] for p, f in zip(parts, first)]).astype(data.items.dtype)
+    return replace(data, items=items, basket_offsets=_offsets(lengths + 2))
+
+
 def skewed_data(seed, n_users, n_items, max_basket, repeats=False):
     """Baskets drawn from a skewed catalogue (a few items are in most baskets: long pool and
-    transition rows) with many equal values; ``repeats``: an item can appear twice in a basket."""
+    transition rows) with many equal values; ``repeats``: items repeated inside baskets."""
     rng = np.random.default_rng(seed)
     p = 1.0 / np.arange(1, n_items + 1)
     p /= p.sum()
@@ -40,7 +52,8 @@ def skewed_data(seed, n_users, n_items, max_basket, repeats=False):
             basket = rng.choice(n_items, size=size, replace=repeats, p=p) if size <= n_items else np.arange(n_items)
             baskets.append([int(i) for i in basket])
         sequences.append(baskets)
-    return from_sequences(sequences, n_items=n_items)
+    data = from_sequences(sequences, n_items=n_items)
+    return with_repeats(data) if repeats else data
 
 
 def instances(data, users, back=0):
@@ -146,20 +159,26 @@ def test_weighted_union_is_the_aligned_sum(seed):
     assert_same(got, SparseScores(offsets, items, SparseScores.sum_aligned([0.1, 0.05], aligned)))
 
 
-@pytest.mark.parametrize("count, m", [(10, 3), (50, 50), (40, 60), (700, 200), (7000, 100), (7000, 1), (3000, 5)])
+@pytest.mark.parametrize("count, m", [(10, 3), (50, 50), (40, 60), (700, 200), (7000, 100), (7000, 1), (3000, 5),
+                                      (7000, 300), (0, 4), (5, 0)])  # fmt: skip
 @pytest.mark.parametrize("ids_order", ["ascending", "shuffled"])
-@pytest.mark.parametrize("keys_kind", ["ties", "distinct", "sorted", "all-equal"])
+@pytest.mark.parametrize("keys_kind", ["ties", "distinct", "sorted", "all-equal", "periodic"])
 def test_smallest_is_the_first_m_of_a_sort_by_key_then_id(count, m, ids_order, keys_kind):
-    """Including keys whose sample misleads the threshold (sorted keys, all equal keys)."""
+    """Including keys whose sample misleads the threshold: "periodic" puts the smallest keys at
+    exactly the sampled positions, so too few keys pass and the threshold is raised (for m =
+    300 until every key is kept)."""
     rng = np.random.default_rng(count + m)
+    periodic = np.ones(count)
+    periodic[:: max(1, count // kernels._SAMPLE)] = np.round(rng.random(len(periodic[:: max(1, count // kernels._SAMPLE)])) * 3) / 10
     keys = {
         "ties": np.round(rng.random(count) * 20) / 20,
         "distinct": rng.random(count),
         "sorted": np.sort(rng.random(count))[::-1].copy(),
         "all-equal": np.full(count, 0.5),
+        "periodic": periodic,
     }[keys_kind]
     ids = np.arange(count) * 3 if ids_order == "ascending" else rng.permutation(count * 3)[:count]
-    pos, out, work = np.empty(count, np.int64), np.empty(max(m, 1), np.int64), np.empty(count)
+    pos, out, work = np.empty(max(count, 1), np.int64), np.empty(max(m, 1), np.int64), np.empty(max(count, 1))
     n = kernels._smallest(keys, ids.astype(np.int64), count, m, pos, out, work)
     want = sorted(sorted(range(count), key=lambda c: (keys[c], ids[c]))[:m])
     assert n == min(count, m)
@@ -167,17 +186,18 @@ def test_smallest_is_the_first_m_of_a_sort_by_key_then_id(count, m, ids_order, k
 
 
 @pytest.mark.parametrize("weight", [0.05, 0.3, 1.0])
-@pytest.mark.parametrize("width", [None, 3])
-def test_grid_top_k_equals_the_dense_fusion(weight, width):
+@pytest.mark.parametrize("width, n_items", [(None, 300), (3, 300), (None, 60)])
+def test_grid_top_k_equals_the_dense_fusion(weight, width, n_items):
     """The fusion choice's ranking of one grid point (``fusion._ranked_fused``) against
     ``top_k`` of the dense fused rows: logits that saturate the sigmoid (equal normalised
     values), quantised addends (equal fused values), and a prefix too short for some rows
-    (``width`` 3: those rows take the dense path)."""
+    (``width`` 3: those rows take the dense path; 60 items: the prefix is the whole catalogue,
+    so a walk that never sees a smaller value ends settled)."""
     from basketgnn.metrics import top_k
     from basketgnn.scoring.fusion import _fuse_normalised, _ranked_fused, normalise
 
-    rng = np.random.default_rng(int(weight * 100) + (width or 0))
-    n, n_items, k = 40, 300, 10
+    rng = np.random.default_rng(int(weight * 100) + (width or 0) + n_items)
+    n, k = 40, 10
     model = np.round(rng.normal(size=(n, n_items)) * 4) * 10  # many ties, sigmoid 1.0 or 0.0
     model[:5] = rng.normal(size=(5, n_items))  # and rows with distinct values
     counts = rng.integers(0, 15, size=n)
