@@ -708,3 +708,42 @@ def fused_top_k_dense(normalised, prefix, add_ptr, add_items, add_values, weight
         for e in range(add_ptr[u], add_ptr[u + 1]):
             in_add[add_items[e]] = False
     return out, dense_needed
+
+
+@numba.njit(**_JIT)
+def decayed_rows(instance_ptr, basket_ptr, basket_items, basket_weights, n_items):  # pragma: no cover - jit
+    """Each instance's Σ over its baskets' entries of the basket's weight, per item (a repeated
+    entry counts again), summed in entry order: ``np.bincount`` of the (instance, item) keys
+    with the entries' weights, as a CSR with ascending items.
+
+    Shapes: instance_ptr [n + 1] (baskets of each instance); basket_ptr [B + 1], basket_items
+    [nnz]; basket_weights [B] -> (indptr [n + 1], items [≥ m] int64, values [≥ m] float64).
+    """
+    n = len(instance_ptr) - 1
+    indptr = np.zeros(n + 1, np.int64)
+    out_items = np.empty(len(basket_items), np.int64)
+    out_values = np.empty(len(basket_items))
+    acc = np.zeros(n_items)
+    seen = np.zeros(n_items, np.int64)
+    touched = np.empty(n_items, np.int64)
+    m = 0
+    for u in range(n):
+        n_t = 0
+        for b in range(instance_ptr[u], instance_ptr[u + 1]):
+            w = basket_weights[b]
+            for e in range(basket_ptr[b], basket_ptr[b + 1]):
+                i = basket_items[e]
+                acc[i] += w
+                touched[n_t] = i  # listed only the first time (branch-free)
+                n_t += 1 - seen[i]
+                seen[i] = 1
+        listed = np.sort(touched[:n_t])
+        for j in range(n_t):
+            i = listed[j]
+            out_items[m] = i
+            out_values[m] = acc[i]
+            m += 1
+            acc[i] = 0.0
+            seen[i] = 0
+        indptr[u + 1] = m
+    return indptr, out_items, out_values

@@ -303,13 +303,14 @@ def customer_vectors(
         np.power(float(r_g), group) * np.power(float(r_b), pos) / (group_size * n_groups[owner])
     )  # [B]
 
-    basket_of_entry = histories.baskets.row_ids()  # [nnz]
-    keys = owner[basket_of_entry] * n_items + histories.baskets.values.astype(np.int64)
-    uniq, inverse = np.unique(keys, return_inverse=True)
-    values = np.bincount(inverse, weights=weight[basket_of_entry], minlength=len(uniq))
-    rows = uniq // n_items
-    indptr = np.searchsorted(rows, np.arange(n + 1)).astype(np.int64)
-    return SparseRows(indptr, uniq % n_items, values, n_items)
+    # Per instance and item, the weights of its entries summed in entry order (compiled; the
+    # same bits as np.bincount over np.unique's (instance, item) keys).
+    indptr, items, values = kernels.decayed_rows(
+        np.asarray(histories.basket_offsets, np.int64), np.asarray(histories.baskets.offsets, np.int64),
+        np.asarray(histories.baskets.values, np.int64), weight.astype(np.float64), int(n_items),
+    )  # fmt: skip
+    nnz = int(indptr[-1])
+    return SparseRows(indptr, items[:nnz].copy(), values[:nnz].copy(), n_items)
 
 
 class NeighbourIndex:

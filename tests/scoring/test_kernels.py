@@ -233,3 +233,27 @@ def test_tuning_ranks_equal_the_batch_search(n_items, max_basket, ks):
             mean = index.mean(nbrs[:, :k])
             for j, a in enumerate(alphas):
                 np.testing.assert_array_equal(got[i, j][rows], top_k(combine(own_dense, mean, a), cut))
+
+
+@pytest.mark.parametrize("m, r_b, r_g", [(2, 0.9, 0.7), (7, 1.0, 0.6), (1, 0.5, 0.5)])
+def test_customer_vectors_equal_the_bincount_of_unique_keys(m, r_b, r_g):
+    """``customer_vectors`` (compiled sums) against the NumPy formulation it replaced: weights of
+    each (instance, item)'s entries summed in entry order by np.bincount; repeated items count
+    again; empty histories give empty rows."""
+    data = skewed_data(m, 60, 40, 8, repeats=True)
+    n_history = np.r_[np.zeros(5, np.int64), data.n_baskets_per_user[5:]]
+    hist = data.histories(np.arange(60), n_history)
+    got = customer_vectors(hist, data.n_items, m, r_b, r_g)
+
+    n_baskets = np.diff(hist.basket_offsets)
+    owner = np.repeat(np.arange(60), n_baskets)
+    back = hist.basket_offsets[owner + 1] - 1 - np.arange(len(owner))
+    group, pos = back // m, back % m
+    size = np.minimum(m, n_baskets[owner] - group * m)
+    weight = np.power(r_g, group) * np.power(r_b, pos) / (size * -(-n_baskets // m)[owner])
+    entry = hist.baskets.row_ids()
+    uniq, inverse = np.unique(owner[entry] * data.n_items + hist.baskets.values, return_inverse=True)
+    np.testing.assert_array_equal(got.indptr, np.searchsorted(uniq // data.n_items, np.arange(61)))
+    np.testing.assert_array_equal(got.indices, uniq % data.n_items)
+    np.testing.assert_array_equal(got.values, np.bincount(inverse, weights=weight[entry]))
+    assert got.indptr[5] == 0
