@@ -496,10 +496,8 @@ def choose_fusion(
         # Each row's items by normalised score (desc, item asc), as far as the fused top-k of
         # any grid point can need them (its addend items, then `cut` more and their ties).
         prefix = top_k(normalised, min(data.n_items, cut + 2 * widest + 64))
-        # q and t on the union of their items, once per chunk and reading of t (λ q + ν t is
-        # then ScoreFusion.prepare's addend bit for bit: the same SparseScores.sum_aligned).
-        union = {o: SparseScores.union([by_alpha[alpha_list[0]].rows(start, stop), t.rows(start, stop)])
-                 for o, t in by_option.items()}
+        q = by_alpha[alpha_list[0]].rows(start, stop)
+        t_rows = {o: t.rows(start, stop) for o, t in by_option.items()}
         for w, a, j in points:  # the model alone (w = 0) does not depend on α: one point
             if w == 0:
                 fused = model
@@ -507,9 +505,8 @@ def choose_fusion(
                 extra = extras[j]
                 if extra is None:
                     addend = by_alpha[a].rows(start, stop).scaled(w)
-                else:
-                    offsets, items, aligned = union[extra[1]]
-                    addend = SparseScores(offsets, items, SparseScores.sum_aligned((w, extra[0]), aligned))
+                else:  # λ q + ν t as ScoreFusion.prepare makes it
+                    addend = SparseScores.weighted_sum([(w, q), (extra[0], t_rows[extra[1]])])
                 ranked[w, a, j][start:stop] = _ranked_fused(model, normalised, prefix, addend, w, cut)
                 continue
             ranked[w, a, j][start:stop] = top_k(fused, cut)

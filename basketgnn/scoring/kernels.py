@@ -425,7 +425,7 @@ def tifu_kept_scores(
     k_eff = min(k, n_pool)
     rows = np.arange(n_pool)
     nearest = np.empty(max(k_eff, 1), np.int64)
-    pos = np.empty(max(n_pool, n_items), np.int64)
+    pos = np.empty(n_pool, np.int64)
     scratch = (np.empty(n_items), np.empty(n_items, np.int64), np.empty(top, np.int64), np.empty(n_items), np.empty(n_items))
     work = np.empty(n_pool)
     mean = np.zeros(n_items)
@@ -542,7 +542,8 @@ def weighted_union(a_ptr, a_items, a_values, a_weight, b_ptr, b_items, b_values,
     """Row by row, (0 + w_a · a) + w_b · b on the union of the rows' items (ascending; a
     missing entry is 0): ``SparseScores.weighted_sum`` of two parts.
 
-    Shapes: a_*, b_* CSR of n rows (items ascending) -> (offsets [n + 1], items, values).
+    Shapes: a_*, b_* CSR of n rows (items ascending) -> (offsets [n + 1], items [≥ nnz],
+    values [≥ nnz]): buffers of len(a) + len(b) entries, the first offsets[-1] used.
     """
     n = len(a_ptr) - 1
     offsets = np.zeros(n + 1, np.int64)
@@ -567,9 +568,7 @@ def weighted_union(a_ptr, a_items, a_values, a_weight, b_ptr, b_items, b_values,
                 y += 1
             m += 1
         offsets[u + 1] = m
-    if 2 * m < len(items):  # mostly overlapping rows: do not keep the unused buffer alive
-        return offsets, items[:m].copy(), values[:m].copy()
-    return offsets, items[:m], values[:m]
+    return offsets, items, values
 
 
 @numba.njit(**_JIT)

@@ -174,61 +174,25 @@ class SparseScores:
         return SparseScores(self.offsets, self.items, weight * self.values)
 
     @classmethod
-    def union(cls, parts: Sequence[SparseScores]) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
-        """The parts (rows of the same instances) on the union of each row's items, ascending:
-        (offsets [n + 1], items [nnz], each part's values there, 0 where it keeps no entry).
-
-        Built in cache-sized dense blocks (no sort). Shapes: parts of n rows each ->
-        ([n + 1], [nnz], [[nnz] per part]).
-        """
-        n = len(parts[0])
-        if any(len(p) != n for p in parts):
-            raise ValueError("union needs parts with the same rows")
-        width = max(1, 1 + max(int(p.items.max(initial=-1)) for p in parts))
-        size = max(1, _CHUNK_ELEMENTS // width)
-        lengths, items, values = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [[np.zeros(0)] for _ in parts]
-        for start in range(0, n, size):
-            stop = min(start + size, n)
-            blocks = np.zeros((len(parts), stop - start, width))
-            kept = np.zeros((stop - start, width), bool)
-            for block, p in zip(blocks, parts):
-                sub = p.rows(start, stop)
-                rows = np.repeat(np.arange(stop - start), np.diff(sub.offsets))
-                block[rows, sub.items] = sub.values  # (row, item) pairs are distinct in a part
-                kept[rows, sub.items] = True
-            r, i = np.nonzero(kept)  # row-major: each row's items ascending
-            lengths.append(np.bincount(r, minlength=stop - start))
-            items.append(i.astype(np.int64))
-            for out, block in zip(values, blocks):
-                out.append(block[r, i])
-        return _offsets(np.concatenate(lengths)), np.concatenate(items), [np.concatenate(v) for v in values]
-
-    @classmethod
     def weighted_sum(cls, parts: Sequence[tuple[float, SparseScores]]) -> SparseScores:
         """Σ weight · scores over ``parts`` (rows of the same instances), on the union of each
-        row's items, ascending (:meth:`union`); an item kept by one part only gets that part's
-        weighted value exactly (the others add w · 0 = 0), one kept by several the sum in
-        ``parts``' order.
+        row's items, ascending: for two parts (0 + w_a · a) + w_b · b with a missing entry 0
+        (``kernels.weighted_union``), so an item kept by one part only gets that part's weighted
+        value exactly; more parts are added one at a time (with weight 1 on the running sum,
+        the same float operations as summing them in ``parts``' order).
 
         Shapes: parts of n rows each -> n rows.
         """
+        if any(len(p) != len(parts[0][1]) for _, p in parts):
+            raise ValueError("weighted_sum needs parts with the same rows")
         if len(parts) == 1:
             return parts[0][1].scaled(parts[0][0])
-        if len(parts) == 2:  # the same float operations, row by row (compiled)
-            (wa, a), (wb, b) = parts
-            if len(a) != len(b):
-                raise ValueError("union needs parts with the same rows")
-            return cls(*kernels.weighted_union(a.offsets, a.items, a.values, float(wa), b.offsets, b.items, b.values, float(wb)))
-        offsets, items, aligned = cls.union([p for _, p in parts])
-        return cls(offsets, items, cls.sum_aligned([w for w, _ in parts], aligned))
-
-    @staticmethod
-    def sum_aligned(weights: Sequence[float], aligned: Sequence[np.ndarray]) -> np.ndarray:
-        """Σ weight · values over values aligned by :meth:`union`, in the given order (the
-        float operations of :meth:`weighted_sum`). Shapes: [nnz] each -> [nnz] float64."""
-        total = np.zeros(len(aligned[0]))
-        for w, values in zip(weights, aligned):
-            total = total + w * values
+        (wa, total), rest = parts[0], parts[1:]
+        for wb, b in rest:
+            total = cls.from_buffers(*kernels.weighted_union(
+                total.offsets, total.items, total.values, float(wa), b.offsets, b.items, b.values, float(wb)
+            ))  # fmt: skip
+            wa = 1.0
         return total
 
     def add_to(self, dense: np.ndarray, weight: float) -> np.ndarray:

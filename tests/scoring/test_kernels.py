@@ -145,7 +145,9 @@ def test_transition_kernel_equals_the_scipy_products_bit_for_bit(option, n_items
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_weighted_union_is_the_aligned_sum(seed):
+def test_weighted_sum_is_the_dense_sum_bit_for_bit(seed):
+    """Two parts, and three (added one at a time): against dense rows summed part by part,
+    (0 + w_a · a) + w_b · b (+ w_c · c), on the union of the parts' items."""
     rng = np.random.default_rng(seed)
 
     def part(n, n_items):
@@ -153,10 +155,14 @@ def test_weighted_union_is_the_aligned_sum(seed):
         items = np.concatenate([np.sort(rng.choice(n_items, c, replace=False)) for c in counts]).astype(np.int64)
         return SparseScores(_offsets(counts), items, rng.uniform(0.01, 1, size=len(items)))
 
-    a, b = part(50, 20), part(50, 20)
-    got = SparseScores.weighted_sum([(0.1, a), (0.05, b)])  # the kernel
-    offsets, items, aligned = SparseScores.union([a, b])
-    assert_same(got, SparseScores(offsets, items, SparseScores.sum_aligned([0.1, 0.05], aligned)))
+    a, b, c = part(50, 20), part(50, 20), part(50, 20)
+    for parts in ([(0.1, a), (0.05, b)], [(0.1, a), (0.05, b), (0.3, c)]):
+        got = SparseScores.weighted_sum(parts)
+        dense = np.zeros((50, 20))
+        for w, p in parts:
+            dense = p.add_to(dense.copy(), w)  # dense + w · p, part after part
+        rows, items = np.nonzero(np.any([p.add_to(np.zeros((50, 20)), 1.0) > 0 for _, p in parts], axis=0))
+        assert_same(got, SparseScores(_offsets(np.bincount(rows, minlength=50)), items, dense[rows, items]))
 
 
 @pytest.mark.parametrize("count, m", [(10, 3), (50, 50), (40, 60), (700, 200), (7000, 100), (7000, 1), (3000, 5),

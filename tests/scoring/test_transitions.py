@@ -114,12 +114,10 @@ def test_weighted_sum_is_the_dense_sum():
     got = SparseScores.weighted_sum([(0.3, a), (0.05, b)])
     dense = lambda s: s.add_to(np.zeros((7, 20)), 1.0)  # noqa: E731
     np.testing.assert_allclose(dense(got), 0.3 * dense(a) + 0.05 * dense(b), rtol=1e-15)
-    # union: each part's values on the union of items, 0 where the part keeps none.
-    offsets, items, (va, vb) = SparseScores.union([a, b])
-    union = SparseScores(offsets, items, np.ones(len(items)))
-    np.testing.assert_array_equal(dense(union) > 0, (dense(a) > 0) | (dense(b) > 0))
-    np.testing.assert_array_equal(dense(SparseScores(offsets, items, va)), dense(a))
-    np.testing.assert_array_equal(dense(SparseScores(offsets, items, vb)), dense(b))
+    # On the union of items; with weights (1, 0) / (0, 1) each part's values exactly.
+    np.testing.assert_array_equal(dense(got) > 0, (dense(a) > 0) | (dense(b) > 0))
+    np.testing.assert_array_equal(dense(SparseScores.weighted_sum([(1.0, a), (0.0, b)])), dense(a))
+    np.testing.assert_array_equal(dense(SparseScores.weighted_sum([(0.0, a), (1.0, b)])), dense(b))
     # No rows, or rows without entries (a half of one customer on two threads).
     empty = SparseScores(np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0))
     got_empty = SparseScores.weighted_sum([(0.3, empty), (0.05, empty)])
