@@ -22,3 +22,16 @@ def shared_dataset(name: str) -> Path:
 def dnntsp():
     """``dnntsp("TaFeng.json")`` -> path of a published split, skipping when ../shared is absent."""
     return shared_dataset
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Tiny tensors: torch's intra-op threads only add overhead (several times the run time on a
+    busy machine). One thread inside the test, restored afterwards. A module opts in with
+    ``pytestmark = pytest.mark.usefixtures("one_torch_thread")``."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -41,7 +41,8 @@ Memory is O(sum |S_t|^2 + N) per user with edges, O(sum_i n_i^2 + N) factored. E
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -113,8 +114,12 @@ class GraphBatch:
     seq_row [M, T] the row holding node m at timestamp t (padding: the node's absent row);
     node_item [M] catalogue item; node_user [M] batch row; node_len [M] its user's T;
     node_count [M] baskets holding the item; node_last [M] last timestamp it was bought;
-    user_len [B]; attention: node buckets for attention over distinct rows;
-    target_items [nnz] / target_offsets [B + 1] when known.
+    user_len [B]; target_items [nnz] / target_offsets [B + 1] when known;
+    node_rows [P_b]: each node's present rows, node by node, in time order (node m's are
+    ``node_rows[o_m : o_m + node_count[m]]``, o = offsets of node_count), node_times [P_b] their
+    timestamps, absent_row [M] each node's absent row: the attention plan of a node, read by
+    the compiled attention (``nn.attention_kernel``); :attr:`attention` groups the same plan
+    into buckets for the tensor path (built on first use).
     """
 
     graph: dgl.DGLGraph | None
@@ -128,7 +133,9 @@ class GraphBatch:
     node_count: torch.Tensor
     node_last: torch.Tensor
     user_len: torch.Tensor
-    attention: tuple[AttentionBucket, ...] = ()
+    node_rows: torch.Tensor
+    node_times: torch.Tensor
+    absent_row: torch.Tensor
     target_items: torch.Tensor | None = None
     target_offsets: torch.Tensor | None = None
     adjacency: FactoredAdjacency | None = None
@@ -145,15 +152,24 @@ class GraphBatch:
     def max_len(self) -> int:
         return int(self.user_len.max()) if len(self.user_len) else 0
 
+    @cached_property
+    def attention(self) -> tuple[AttentionBucket, ...]:
+        """The nodes' attention plan as buckets of nodes with similar D (built once, on the CPU,
+        then moved to the batch's device)."""
+        count = self.node_count.cpu().numpy()
+        device = self.node_rows.device
+        buckets = _attention_buckets(
+            np.repeat(np.arange(len(count), dtype=np.int64), count), self.node_times.cpu().numpy(),
+            self.node_rows.cpu().numpy(), self.absent_row.cpu().numpy(), count, self.max_len,
+        )  # fmt: skip
+        return buckets if device.type == "cpu" else tuple(b.to(device) for b in buckets)
+
     def to(self, device: torch.device | str) -> GraphBatch:
-        fields = {
-            k: (v.to(device) if isinstance(v, torch.Tensor) else v)
-            for k, v in self.__dict__.items()
-        }
-        fields["graph"] = None if self.graph is None else self.graph.to(device)
-        fields["adjacency"] = None if self.adjacency is None else self.adjacency.to(device)
-        fields["attention"] = tuple(b.to(device) for b in self.attention)
-        return GraphBatch(**fields)
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        moved = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in values.items()}
+        moved["graph"] = None if self.graph is None else self.graph.to(device)
+        moved["adjacency"] = None if self.adjacency is None else self.adjacency.to(device)
+        return GraphBatch(**moved)
 
 
 @dataclass(frozen=True)
@@ -246,9 +262,13 @@ class UserGraphs:
         row_present = np.zeros(R, dtype=bool)
         row_present[p_row] = True
         seq_row = np.repeat(absent_row[:, None], T_max, axis=1)  # [M, T_max]
-        seq_row[p_node, self.present_t[p]] = p_row
+        p_t = self.present_t[p]  # [P_b]
+        seq_row[p_node, p_t] = p_row
         node_last = np.zeros(M, dtype=np.int64)
-        np.maximum.at(node_last, p_node, self.present_t[p])
+        np.maximum.at(node_last, p_node, p_t)
+        # Present rows node by node; an instance's entries are in time order, so a stable sort
+        # keeps each node's in time order.
+        by_node = np.argsort(p_node, kind="stable")  # [P_b]
 
         graph, adjacency = None, None
         if self.form == "edges":
@@ -302,9 +322,9 @@ class UserGraphs:
             node_count=torch.from_numpy(self.node_present[nodes].astype(np.int64)),
             node_last=torch.from_numpy(node_last),
             user_len=torch.from_numpy(T.copy()),
-            attention=_attention_buckets(
-                p_node, self.present_t[p], p_row, absent_row, self.node_present[nodes], T_max
-            ),
+            node_rows=torch.from_numpy(p_row[by_node]),
+            node_times=torch.from_numpy(p_t[by_node]),
+            absent_row=torch.from_numpy(absent_row),
             **targets,
         )
 

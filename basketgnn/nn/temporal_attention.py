@@ -18,6 +18,11 @@ Two ways to compute the same thing:
   absent timestamps share one row, so its keys collapse to P + 1 distinct rows with a log-count
   bias (see ``AttentionBucket``). Exact, and ~5x less work on TaFeng, where 90% of nodes were
   bought once. With dropout > 0 the dropout acts on the collapsed weights.
+
+:meth:`forward_aggregated` follows the attention with the temporal readout; :meth:`forward_nodes`
+does the same from a batch's node plan, through the compiled kernel of
+:mod:`basketgnn.nn.attention_kernel` where no gradient or dropout is needed on the CPU
+(scoring, validation), else through :meth:`forward_aggregated`.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from typing import Literal, Protocol
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from basketgnn.nn import attention_kernel
 
 
 class AttentionBucket(Protocol):
@@ -52,6 +59,34 @@ class AttentionBucket(Protocol):
     def log_count(self) -> torch.Tensor: ...
 
 
+class NodePlan(Protocol):
+    """A batch's nodes as :meth:`MaskedTemporalSelfAttention.forward_nodes` reads them (a
+    ``graph.cooccurrence.GraphBatch``).
+
+    Shapes (M nodes, P_b present rows): absent_row, node_count, node_len [M]; node_rows,
+    node_times [P_b] (each node's present rows and times, node by node, in time order);
+    attention: the same plan as buckets (for the tensor path).
+    """
+
+    @property
+    def absent_row(self) -> torch.Tensor: ...
+
+    @property
+    def node_count(self) -> torch.Tensor: ...
+
+    @property
+    def node_len(self) -> torch.Tensor: ...
+
+    @property
+    def node_rows(self) -> torch.Tensor: ...
+
+    @property
+    def node_times(self) -> torch.Tensor: ...
+
+    @property
+    def attention(self) -> tuple[AttentionBucket, ...]: ...
+
+
 class MaskedTemporalSelfAttention(nn.Module):
     """Causal multi-head self-attention per node.
 
@@ -64,6 +99,9 @@ class MaskedTemporalSelfAttention(nn.Module):
     Shapes: forward: x [nodes, T, d] -> [nodes, T, d];
     forward_rows: rows [R, d], buckets covering M nodes, T -> [M, T, d].
     """
+
+    #: False: :meth:`forward_nodes` always takes the tensor path (tests, benchmarks).
+    compiled: bool = True
 
     def __init__(
         self,
@@ -218,6 +256,19 @@ class MaskedTemporalSelfAttention(nn.Module):
         position = torch.empty_like(order)
         position[order] = torch.arange(len(order), device=order.device)
         return torch.cat(outs).index_select(0, position)  # [M, d]
+
+    def forward_nodes(self, rows: torch.Tensor, plan: NodePlan, w_agg: torch.Tensor | None) -> torch.Tensor:
+        """:meth:`forward_aggregated` of the plan's nodes; compiled (``nn.attention_kernel``,
+        equal up to float rounding) on the CPU when no gradient or dropout is needed.
+
+        Shapes: rows [R, d]; w_agg [d] or None -> [M, d].
+        """
+        if self.compiled and attention_kernel.applies(rows, self.training, self.dropout):
+            return attention_kernel.aggregated(
+                self.qkv(rows), plan.absent_row, plan.node_count, plan.node_rows, plan.node_times,
+                plan.node_len, w_agg, self.heads, self.d_head, self.merge == "mean",
+            )  # fmt: skip
+        return self.forward_aggregated(rows, plan.attention, len(plan.absent_row), plan.node_len, w_agg)
 
     def forward_rows(
         self, rows: torch.Tensor, buckets: tuple[AttentionBucket, ...], num_nodes: int, T: int

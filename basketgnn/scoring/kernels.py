@@ -32,25 +32,12 @@ Shapes in this module: n customers, P pool customers, I items.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numba
 import numpy as np
 
+from basketgnn.jit import jit_options
 
-def _can_cache() -> bool:
-    """Whether numba can keep the compiled code: NUMBA_CACHE_DIR, this package's folder or the
-    user's cache folder is writable (else numba raises at import; the kernels then compile in
-    every process, ~16 s)."""
-    if os.environ.get("NUMBA_CACHE_DIR"):
-        return True
-    here = Path(__file__).resolve().parent
-    user = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return any(os.access(p, os.W_OK) for p in (here / "__pycache__", here, user) if p.exists())
-
-
-_JIT = {"cache": _can_cache(), "nogil": True}
+_JIT = jit_options(__file__)
 #: Keys sampled to set a selection threshold (:func:`_smallest`).
 _SAMPLE = 256
 

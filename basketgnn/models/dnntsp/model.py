@@ -255,9 +255,7 @@ class DNNTSP(nn.Module):
         rows = self.row_features(batch)  # [R, d]
         if self.attention is not None and self.aggregate.mode in ("learned", "last"):
             # Attention and readout in one: never builds the [M, T, d] sequences.
-            return self.attention.forward_aggregated(
-                rows, batch.attention, len(batch.node_item), batch.node_len, self.aggregate.w_agg
-            )  # [M, d]
+            return self.attention.forward_nodes(rows, batch, self.aggregate.w_agg)  # [M, d]
         if self.attention is not None:
             seq = self.attention.forward_rows(
                 rows, batch.attention, len(batch.node_item), batch.max_len

@@ -1,0 +1,191 @@
+"""The temporal attention and its readout for inference on the CPU, compiled (numba): the
+same computation as ``MaskedTemporalSelfAttention.forward_aggregated`` node by node, without
+the [nodes, heads, D, T] tensors.
+
+For a node with D distinct rows (column 0 its absent row, 1..P its present rows in time order,
+bought at t_1 < .. < t_P) and its user's history length L, per head h:
+
+    s[c, y]   = (q_{row c} . k_{row y}) / sqrt(d_head)                      [D, D]
+    at t < L: query column c_t = j if t = t_j else 0; keys visible: 0 (weight log n_t, the
+              absent timestamps up to t; none when n_t = 0) and 1..p_t (the purchases up to t)
+    A[y, t]   = softmax over the visible y of s[c_t, y] + (log n_t if y = 0)
+    a_t       = sum_h sum_y A_h[y, t] (v_{h,y} . w_agg_h)    (learned readout; "last": 1 at L - 1)
+    z_h       = sum_y (sum_t a_t A_h[y, t]) v_{h,y}
+    out       = concat_h z_h   (mean: the heads' z averaged, a_t with w_agg / heads)
+
+which is the tensor path's formula (``forward_aggregated``'s docstring) restricted to the real
+positions t < L, where the tensor path's readout weights are non-zero. Exact up to float
+rounding (sums in another order, float64 accumulators, libm's exp): the tests compare it with
+the tensor path and with attention over the expanded [T, d] sequences.
+
+Work per node is heads * L * (visible keys) plus D^2 dot products, all in registers and small
+scratch arrays reused across nodes; on TaFeng the attention costs several times less than the
+tensor path's elementwise passes over [M, heads, D, T] (BENCHMARKS.md §6g).
+
+Shapes: R rows, M nodes, P_b present rows in the batch, H heads.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+import torch
+
+from basketgnn.jit import jit_options
+
+_JIT = {**jit_options(__file__), "error_model": "numpy"}
+
+
+@numba.njit(**_JIT)
+def attention_readout(
+    qkv, absent_row, node_offsets, node_rows, node_times, lengths, w_agg, heads, d_head, mean_heads, out
+):  # pragma: no cover - jit
+    """Each node's aggregated attention output into ``out`` (see the module docstring).
+
+    Shapes: qkv [R, 3 H d_head] (q, k, v blocks, head-major within each); absent_row [M];
+    node_offsets [M + 1] into node_rows, node_times [P_b] (each node's present rows in time
+    order); lengths [M]; w_agg [H d_head] (concat) or [d_head] (mean), or empty for the "last"
+    readout; out [M, H d_head] (concat) or [M, d_head] (mean), overwritten.
+    """
+    M = absent_row.shape[0]
+    HD = heads * d_head
+    has_w = w_agg.shape[0] > 0
+    scale = d_head**-0.5
+    max_d, max_l = 1, 1
+    for m in range(M):
+        max_d = max(max_d, node_offsets[m + 1] - node_offsets[m] + 1)
+        max_l = max(max_l, lengths[m])
+    rows = np.empty(max_d, np.int64)
+    s = np.empty((heads, max_d, max_d), np.float64)  # s[h, query column, key column]
+    vw = np.zeros((heads, max_d), np.float64)
+    a = np.zeros((heads, max_d, max_l), np.float64)  # attention weights, keys-first
+    at = np.empty(max_l, np.float64)
+    cy = np.empty(max_d, np.float64)
+    log_n = np.empty(max_l + 1, np.float64)  # log of each count of absent timestamps
+    log_n[0] = -math.inf
+    for i in range(1, max_l + 1):
+        log_n[i] = math.log(i)
+    for m in range(M):
+        o = node_offsets[m]
+        P = node_offsets[m + 1] - o
+        D = P + 1
+        L = lengths[m]
+        rows[0] = absent_row[m]
+        for j in range(P):
+            rows[j + 1] = node_rows[o + j]
+        for h in range(heads):
+            q0, k0, v0 = h * d_head, HD + h * d_head, 2 * HD + h * d_head
+            for c in range(D):
+                rc = rows[c]
+                for y in range(D):
+                    ry = rows[y]
+                    acc = 0.0
+                    for i in range(d_head):
+                        acc += qkv[rc, q0 + i] * qkv[ry, k0 + i]
+                    s[h, c, y] = acc * scale
+            if has_w:
+                w0 = 0 if mean_heads else h * d_head
+                for y in range(D):
+                    ry = rows[y]
+                    acc = 0.0
+                    for i in range(d_head):
+                        acc += qkv[ry, v0 + i] * w_agg[w0 + i]
+                    vw[h, y] = acc / heads if mean_heads else acc
+        seen = 0  # present keys visible at t
+        for t in range(L):
+            c = 0
+            if seen < P and node_times[o + seen] == t:
+                seen += 1
+                c = seen
+            n_absent = t + 1 - seen
+            total = 0.0
+            if seen == 0 or (n_absent == 0 and seen == 1):  # one visible key: weight 1
+                y1 = 0 if seen == 0 else 1
+                for h in range(heads):
+                    for y in range(D):
+                        a[h, y, t] = 0.0
+                    a[h, y1, t] = 1.0
+                    total += vw[h, y1]
+            else:
+                log_absent = log_n[n_absent]
+                for h in range(heads):
+                    # softmax with the largest logit's exp taken as 1 (exp(0)), the rest computed
+                    first = 0 if n_absent > 0 else 1
+                    best = first
+                    top = s[h, c, 0] + log_absent if n_absent > 0 else s[h, c, 1]
+                    for y in range(first + 1, seen + 1):
+                        if s[h, c, y] > top:
+                            top, best = s[h, c, y], y
+                    norm = 0.0
+                    for y in range(seen + 1):
+                        if y == best:
+                            e = 1.0
+                        elif y == 0:
+                            e = math.exp(s[h, c, 0] + log_absent - top) if n_absent > 0 else 0.0
+                        else:
+                            e = math.exp(s[h, c, y] - top)
+                        a[h, y, t] = e
+                        norm += e
+                    for y in range(seen + 1):
+                        a[h, y, t] /= norm
+                        total += a[h, y, t] * vw[h, y]
+                    for y in range(seen + 1, D):
+                        a[h, y, t] = 0.0
+            at[t] = total if has_w else (1.0 if t == L - 1 else 0.0)
+        for k in range(out.shape[1]):
+            out[m, k] = 0.0
+        for h in range(heads):
+            v0 = 2 * HD + h * d_head
+            for y in range(D):
+                acc = 0.0
+                for t in range(L):
+                    acc += a[h, y, t] * at[t]
+                cy[y] = acc
+            for i in range(d_head):
+                acc = 0.0
+                for y in range(D):
+                    acc += cy[y] * qkv[rows[y], v0 + i]
+                if mean_heads:
+                    out[m, i] += acc / heads
+                else:
+                    out[m, h * d_head + i] = acc
+
+
+def applies(rows: torch.Tensor, training: bool, dropout: float) -> bool:
+    """Whether the compiled path may stand in for the tensor path: CPU float32/64 rows, no
+    gradient needed, no dropout acting."""
+    return (
+        rows.device.type == "cpu"
+        and rows.dtype in (torch.float32, torch.float64)
+        and not (rows.requires_grad and torch.is_grad_enabled())
+        and not (training and dropout > 0)
+    )
+
+
+def aggregated(
+    qkv: torch.Tensor,
+    absent_row: torch.Tensor,
+    node_count: torch.Tensor,
+    node_rows: torch.Tensor,
+    node_times: torch.Tensor,
+    lengths: torch.Tensor,
+    w_agg: torch.Tensor | None,
+    heads: int,
+    d_head: int,
+    mean_heads: bool,
+) -> torch.Tensor:
+    """:func:`attention_readout` on tensors. Shapes: qkv [R, 3 H d_head]; absent_row,
+    node_count, lengths [M]; node_rows, node_times [P_b]; w_agg [d] or None -> [M, d]."""
+    M = len(absent_row)
+    offsets = np.zeros(M + 1, np.int64)
+    np.cumsum(node_count.numpy(), out=offsets[1:])
+    x = qkv.detach().contiguous().numpy()
+    w = np.zeros(0, x.dtype) if w_agg is None else w_agg.detach().to(qkv.dtype).contiguous().numpy()
+    out = np.empty((M, d_head if mean_heads else heads * d_head), x.dtype)
+    attention_readout(
+        x, absent_row.numpy(), offsets, node_rows.numpy(), node_times.numpy(), lengths.numpy(),
+        w, heads, d_head, mean_heads, out,
+    )  # fmt: skip
+    return torch.from_numpy(out)

@@ -1,0 +1,130 @@
+"""The compiled attention + readout (``nn.attention_kernel``, used by
+``MaskedTemporalSelfAttention.forward_nodes`` for inference on the CPU) against the dense
+attention over the expanded [M, T, d] sequences and against the tensor path it stands in for;
+when it applies; edge cases (one basket, an item in every basket, long histories, no nodes)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from basketgnn.data.dataset import from_sequences
+from basketgnn.data.split import Instances
+from basketgnn.graph.cooccurrence import GraphBatch, build_user_graphs
+from basketgnn.nn import attention_kernel
+from basketgnn.nn.aggregation import aggregate_nodes_temporal_feature, last_timestamp
+from basketgnn.nn.temporal_attention import MaskedTemporalSelfAttention
+
+N_ITEMS = 30
+DIM = 12
+
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def _users(seed: int, long: bool = False) -> list[list[list[int]]]:
+    """Histories plus a target basket each: an item in every basket (no absent timestamp), one
+    basket, one item, items bought once and many times, random baskets; ``long``: up to 40
+    baskets."""
+    rng = np.random.default_rng(seed)
+    users = [
+        [[0, 1], [0], [0, 2], [0, 3], [0], [4]],
+        [[10, 11], [12]],
+        [[5], [5]],
+        [[7], [7], [7], [8]],  # item 7 at every timestamp
+    ]
+    for _ in range(12):
+        T = int(rng.integers(1, 41 if long else 10))
+        users.append([rng.choice(N_ITEMS, size=int(rng.integers(1, 6)), replace=False).tolist() for _ in range(T + 1)])
+    return users
+
+
+def _batch(users: list[list[list[int]]], seed: int = 0) -> GraphBatch:
+    data = from_sequences(users, n_items=N_ITEMS)
+    inst = Instances(np.arange(len(users)), np.array([len(u) - 1 for u in users], dtype=np.int64))
+    order = np.random.default_rng(seed).permutation(len(users))
+    return build_user_graphs(data, inst).collate(order)
+
+
+def _dense(att: MaskedTemporalSelfAttention, rows: torch.Tensor, batch: GraphBatch, w_agg) -> torch.Tensor:
+    """Attention over each node's full [T, d] sequence, then the readout (MODEL.md §2)."""
+    seq = rows.index_select(0, batch.seq_row.reshape(-1)).view(*batch.seq_row.shape, -1)  # [M, T, d]
+    out = att.forward(seq)
+    return last_timestamp(out, batch.node_len) if w_agg is None else aggregate_nodes_temporal_feature(out, batch.node_len, w_agg)
+
+
+@pytest.mark.parametrize("merge,heads", [("concat", 1), ("concat", 3), ("concat", 4), ("mean", 2)])
+@pytest.mark.parametrize("readout", ["learned", "last"])
+@pytest.mark.parametrize("seed,long", [(0, False), (1, False), (2, True)])
+def test_compiled_readout_equals_dense_attention(merge, heads, readout, seed, long):
+    batch = _batch(_users(seed, long), seed)
+    torch.manual_seed(seed)
+    att = MaskedTemporalSelfAttention(DIM, heads, merge).double().eval()
+    rows = torch.randn(batch.num_rows, DIM, dtype=torch.float64)
+    w_agg = torch.randn(DIM, dtype=torch.float64) if readout == "learned" else None
+    assert attention_kernel.applies(rows, att.training, att.dropout)
+    with torch.no_grad():
+        out = att.forward_nodes(rows, batch, w_agg)
+        ref = _dense(att, rows, batch, w_agg)
+        tensor_path = att.forward_aggregated(rows, batch.attention, len(batch.node_item), batch.node_len, w_agg)
+    assert out.shape == ref.shape == (len(batch.node_item), DIM)
+    torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(out, tensor_path, rtol=1e-10, atol=1e-12)
+
+
+def test_compiled_float32_is_the_tensor_path_up_to_rounding():
+    batch = _batch(_users(4, long=True), 4)
+    torch.manual_seed(4)
+    att = MaskedTemporalSelfAttention(DIM, 4).eval()
+    rows, w_agg = torch.randn(batch.num_rows, DIM), torch.randn(DIM)
+    with torch.inference_mode():
+        out = att.forward_nodes(rows, batch, w_agg)
+        ref = att.forward_aggregated(rows, batch.attention, len(batch.node_item), batch.node_len, w_agg)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, ref, rtol=2e-5, atol=2e-6)
+
+
+def test_switching_the_kernel_off_takes_the_tensor_path(monkeypatch):
+    batch = _batch(_users(5), 5)
+    att = MaskedTemporalSelfAttention(DIM, 2).double().eval()
+    rows = torch.randn(batch.num_rows, DIM, dtype=torch.float64)
+
+    def fail(*args):
+        raise AssertionError("compiled path taken")
+
+    monkeypatch.setattr(attention_kernel, "aggregated", fail)
+    att.compiled = False
+    with torch.no_grad():
+        att.forward_nodes(rows, batch, None)
+    att.compiled = True
+    with pytest.raises(AssertionError, match="compiled path taken"), torch.no_grad():
+        att.forward_nodes(rows, batch, None)
+
+
+def test_gradients_and_dropout_keep_the_tensor_path():
+    rows = torch.randn(5, DIM, requires_grad=True)
+    assert not attention_kernel.applies(rows, False, 0.0)  # a gradient is needed
+    with torch.no_grad():
+        assert attention_kernel.applies(rows, False, 0.0)
+    assert not attention_kernel.applies(rows.detach(), True, 0.2)  # dropout acts in training
+    assert attention_kernel.applies(rows.detach(), True, 0.0)
+    assert not attention_kernel.applies(rows.detach().half(), False, 0.0)
+    # And the values and gradients through forward_nodes are the tensor path's.
+    batch = _batch(_users(6), 6)
+    att = MaskedTemporalSelfAttention(DIM, 2).double().train()
+    x = torch.randn(batch.num_rows, DIM, dtype=torch.float64, requires_grad=True)
+    w_agg = torch.randn(DIM, dtype=torch.float64)
+    out = att.forward_nodes(x, batch, w_agg)
+    ref = att.forward_aggregated(x, batch.attention, len(batch.node_item), batch.node_len, w_agg)
+    assert out.requires_grad
+    torch.testing.assert_close(out, ref, rtol=0, atol=0)
+
+
+def test_no_nodes():
+    out = attention_kernel.aggregated(
+        torch.zeros(0, 3 * DIM), torch.zeros(0, dtype=torch.int64), torch.zeros(0, dtype=torch.int64),
+        torch.zeros(0, dtype=torch.int64), torch.zeros(0, dtype=torch.int64), torch.zeros(0, dtype=torch.int64),
+        torch.zeros(DIM), 4, DIM // 4, False,
+    )  # fmt: skip
+    assert out.shape == (0, DIM)
