@@ -16,8 +16,8 @@ the compiled kernels, torch's first calls; a nightly job pays them once). For ea
 ``fused``: the checkpoint's TIFU fusion) it measures
 
 - ``end_to_end``: :func:`basketgnn.recommend.write_recommendation_parts` into a temporary folder,
-  the code path of `recommend` (threads 2: the TIFU search in two halves on worker threads beside
-  a one-thread forward);
+  the code path of `recommend` (threads 2: the fusion's search in parts of 256 customers on a
+  helper thread beside the one-thread forward, which then takes the parts left);
 - ``stages`` (with ``--stages``): the same work one stage after another on one thread, in
   chunks of 2048 customers as `recommend` ranks them: graph building, the module's forward
   (one shared row + each customer's own items), TIFU search, candidate top-k, rows, writing.

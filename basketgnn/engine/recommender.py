@@ -12,6 +12,7 @@ ranks a few candidates per customer, with the same items, values and ties as ran
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -43,6 +44,9 @@ from basketgnn.scoring.tifu import SparseScores
 #: Instances per forward pass when scoring (``score`` and ``rank`` batch alike, so their
 #: scores agree bit for bit).
 SCORE_BATCH = 256
+#: Instances per part of the add-on's search when ``rank`` runs on several threads: small
+#: enough that the parts even out the threads' ends (~30 ms each on TaFeng).
+SEARCH_PART = 256
 
 
 class NeuralRecommender:
@@ -141,19 +145,37 @@ class NeuralRecommender:
             none = SharedScores(np.zeros(data.n_items, np.float32), np.zeros(n + 1, np.int64),
                                 np.zeros(0, np.int64), np.zeros(0, np.float32))  # fmt: skip
             return _as_float32(fusion.top_k_shared(none, k, addon.search(data, instances)))  # type: ignore[union-attr]
-        if self._threads() <= 1:
+        threads = self._threads()
+        if threads <= 1:
             found = addon.search(data, instances) if addon is not None else None
             scores = self._shared_scores(data, instances, device)
-        else:
-            # Two cores: two worker threads (one torch thread each; numpy, scipy and torch's
-            # kernels release the GIL) take the TIFU search in halves first, then the module's
-            # forward batch by batch, so the long tasks start first and the short ones even out
-            # the end. The batches are those of one thread, so the scores are the same.
-            with ThreadPoolExecutor(max_workers=2) as pool, _torch_threads(1):
-                halves = np.array_split(np.arange(len(instances)), 2) if addon is not None else []
-                parts = [pool.submit(addon.search, data, _take(instances, h)) for h in halves]  # type: ignore[union-attr]
+        elif addon is None:
+            # The module alone: its forward batch by batch on the worker threads (one torch
+            # thread each). The batches are those of one thread, so the scores are the same.
+            with ThreadPoolExecutor(max_workers=threads) as pool, _torch_threads(1):
                 scores = self._shared_scores(data, instances, device, pool)
-                found = SparseScores.concat([p.result() for p in parts]) if parts else None
+            found = None
+        else:
+            # The add-on's search (compiled kernels that release the GIL) in small parts on
+            # threads - 1 helpers, while this thread builds the graphs and runs the module's
+            # forward (one torch thread), then takes the parts still left: the two kinds of work
+            # overlap instead of queueing, and the parts even out the end. Each part's result is
+            # the one a single search gives its customers, so the output does not depend on who
+            # searched what.
+            parts = _SharedParts(
+                [_take(instances, idx) for idx in np.array_split(np.arange(len(instances)),
+                 max(1, -(-len(instances) // SEARCH_PART)))],
+                lambda part: addon.search(data, part),
+            )  # fmt: skip
+            with ThreadPoolExecutor(max_workers=threads - 1) as pool, _torch_threads(1):
+                helpers = [pool.submit(parts.drain) for _ in range(threads - 1)]
+                try:
+                    scores = self._shared_scores(data, instances, device)
+                finally:
+                    parts.drain()
+                    for h in helpers:
+                        h.result()
+            found = SparseScores.concat(parts.results())
         if scores is None:  # the module's configuration scores items outside a history per user
             return self._rank_dense(data, instances, k)
         if fusion is None:
@@ -233,6 +255,35 @@ class NeuralRecommender:
                 # What validation chose, the model alone (weight 0) included.
                 p["fusion_used"] = {k: v for k, v in choice.items() if k not in ("kind", "grid", "description")}
         return p
+
+
+class _SharedParts:
+    """Parts of a job that any number of threads take in turn, each part once (``drain``);
+    ``results`` in part order. An error in a part is raised by the thread that ran it, and the
+    other threads stop taking parts."""
+
+    def __init__(self, parts: list[Any], run: Callable[[Any], Any]) -> None:
+        self._parts, self._run = parts, run
+        self._results: list[Any] = [None] * len(parts)
+        self._next = 0
+        self._failed = False
+        self._lock = threading.Lock()
+
+    def drain(self) -> None:
+        while True:
+            with self._lock:
+                i = self._next
+                if self._failed or i >= len(self._parts):
+                    return
+                self._next += 1
+            try:
+                self._results[i] = self._run(self._parts[i])
+            except BaseException:
+                self._failed = True
+                raise
+
+    def results(self) -> list[Any]:
+        return self._results
 
 
 def _take(instances: Instances, rows: np.ndarray) -> Instances:

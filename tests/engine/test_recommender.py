@@ -9,6 +9,7 @@ import torch
 from test_trainer import planted_data
 
 from basketgnn.data.split import Instances, make_split
+from basketgnn.engine import recommender as recommender_module
 from basketgnn.engine.addons import FusionAddOn, NeighbourAddOn
 from basketgnn.engine.recommender import NeuralRecommender
 from basketgnn.evaluate import rank_items
@@ -39,7 +40,7 @@ def dense_top_k(rec, data, instances, k):
 @pytest.mark.parametrize("weight", [None, 0.3, 1.0])
 @pytest.mark.parametrize("user_context, threads", [(False, 1), (False, 2), (True, 2)])
 def test_rank_equals_the_top_k_of_score(weight, user_context, threads):
-    """threads 2: the search in two halves on worker threads beside the forward."""
+    """threads 2: the search in parts on a helper thread beside the forward."""
     data = planted_data(n_users=120, n_items=40)
     sp = make_split(data, "temporal")
     config = DNNTSPConfig(embed_dim=8, threads=threads, user_context=user_context)
@@ -60,7 +61,7 @@ def test_rank_equals_the_top_k_of_score(weight, user_context, threads):
 @pytest.mark.parametrize("threads", [1, 2])
 def test_rank_with_item_transitions_equals_the_top_k_of_score(weight, threads):
     """The fusion's third term ν · t goes through the candidate path (and the two-thread
-    search in halves) exactly as through the dense fusion."""
+    search in parts) exactly as through the dense fusion."""
     data = planted_data(n_users=120, n_items=40)
     sp = make_split(data, "temporal")
     rec = recommender(data, DNNTSPConfig(embed_dim=8, threads=threads))
@@ -75,7 +76,7 @@ def test_rank_with_item_transitions_equals_the_top_k_of_score(weight, threads):
     want_items, want_values = dense_top_k(rec, data, everyone, 10)
     np.testing.assert_array_equal(items, want_items)
     np.testing.assert_array_equal(values, want_values)
-    # One customer (on two threads one half of the search is empty), and none.
+    # One customer (one part of the search), and none.
     for n in (1, 0):
         few = Instances(everyone.users[:n], everyone.n_history[:n])
         got = rec.rank(data, few, 10)
@@ -86,6 +87,55 @@ def test_rank_with_item_transitions_equals_the_top_k_of_score(weight, threads):
     plain.model, plain.item_ids = rec.model, rec.item_ids
     plain.addon = FusionAddOn(ScoreFusion(weight, "sigmoid", fusion.scorer))
     assert not np.array_equal(plain.rank(data, everyone, 10)[0], items)
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_search_parts_shared_by_threads_give_the_one_thread_ranking(monkeypatch, threads):
+    """Many small parts of the search, taken by the helpers and by the forward's thread once
+    it is done: the same items and scores as one thread's single search."""
+    data = planted_data(n_users=120, n_items=40)
+    sp = make_split(data, "temporal")
+    fusion = ScoreFusion(
+        0.3, "sigmoid", TifuScorer.build(data, sp["train"], TifuParams(k=10)),
+        transitions=TransitionScorer.build(data, sp["train"]), transition_weight=0.1,
+        transition_option=TransitionOption(0.5, False),
+    )
+    everyone = Instances(np.arange(data.n_users), data.n_baskets_per_user.astype(np.int64))
+    one = recommender(data, DNNTSPConfig(embed_dim=8, threads=1))
+    one.addon = FusionAddOn(fusion)
+    want = one.rank(data, everyone, 10)
+    many = recommender(data, DNNTSPConfig(embed_dim=8, threads=threads))
+    many.addon = FusionAddOn(fusion)
+    searched = []
+    prepare = fusion.prepare
+    monkeypatch.setattr(fusion, "prepare", lambda d, inst: searched.append(len(inst)) or prepare(d, inst))
+    monkeypatch.setattr(recommender_module, "SEARCH_PART", 7)
+    got = many.rank(data, everyone, 10)
+    assert sorted(searched) == sorted([len(p) for p in np.array_split(np.arange(120), 18)])
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_shared_parts_run_each_part_once_and_stop_at_an_error():
+    from concurrent.futures import ThreadPoolExecutor
+
+    ran = []
+    parts = recommender_module._SharedParts(list(range(50)), lambda i: ran.append(i) or i * i)
+    with ThreadPoolExecutor(3) as pool:
+        for f in [pool.submit(parts.drain) for _ in range(3)]:
+            f.result()
+    assert sorted(ran) == list(range(50)) and parts.results() == [i * i for i in range(50)]
+
+    def fail_at_3(i):
+        if i == 3:
+            raise ValueError("part 3")
+        return i
+
+    parts = recommender_module._SharedParts(list(range(50)), fail_at_3)
+    with pytest.raises(ValueError, match="part 3"):
+        parts.drain()
+    parts.drain()  # another thread stops too
+    assert parts.results()[4:] == [None] * 46
 
 
 def test_rank_items_uses_rank_and_the_neighbour_addon_ranks_densely():
