@@ -39,15 +39,91 @@ _JIT = {**jit_options(__file__), "error_model": "numpy"}
 
 
 @numba.njit(**_JIT)
+def _bought_once(
+    qkv, r0, r1, p, L, w_agg, has_w, heads, d_head, mean_heads, scale, log_n, at, a, out
+):  # pragma: no cover - jit
+    """:func:`attention_readout` of a node with one purchase (at p; keys: absent row r0,
+    present row r1), with the general path's operations in the same order: the same bits.
+
+    Shapes: a [heads, ≥ 2, ≥ L], at [≥ L] scratch; out [d_out] (the node's row)."""
+    HD = heads * d_head
+    for k in range(out.shape[0]):
+        out[k] = 0.0
+    for t in range(L):
+        at[t] = 0.0
+    for h in range(heads):
+        q0, k0, v0 = h * d_head, HD + h * d_head, 2 * HD + h * d_head
+        s00 = s01 = s10 = s11 = vw0 = vw1 = 0.0
+        for i in range(d_head):
+            s00 += qkv[r0, q0 + i] * qkv[r0, k0 + i]
+        for i in range(d_head):
+            s01 += qkv[r0, q0 + i] * qkv[r1, k0 + i]
+        for i in range(d_head):
+            s10 += qkv[r1, q0 + i] * qkv[r0, k0 + i]
+        for i in range(d_head):
+            s11 += qkv[r1, q0 + i] * qkv[r1, k0 + i]
+        s00, s01, s10, s11 = s00 * scale, s01 * scale, s10 * scale, s11 * scale
+        if has_w:
+            w0 = 0 if mean_heads else h * d_head
+            for i in range(d_head):
+                vw0 += qkv[r0, v0 + i] * w_agg[w0 + i]
+            for i in range(d_head):
+                vw1 += qkv[r1, v0 + i] * w_agg[w0 + i]
+            if mean_heads:
+                vw0, vw1 = vw0 / heads, vw1 / heads
+        for t in range(L):
+            if t < p or (t == p and p == 0):  # one visible key: weight 1
+                a0, a1 = (1.0, 0.0) if t < p else (0.0, 1.0)
+                at[t] += vw0 if t < p else vw1
+                a[h, 0, t], a[h, 1, t] = a0, a1
+                continue
+            # query: the present row at t = p (absent timestamps: p), else the absent row (t)
+            l0 = (s10 if t == p else s00) + log_n[t]
+            l1 = s11 if t == p else s01
+            if l1 > l0:
+                e0, e1 = math.exp(l0 - l1), 1.0
+            else:
+                e0, e1 = 1.0, math.exp(l1 - l0)
+            norm = 0.0
+            norm += e0
+            norm += e1
+            a0, a1 = e0 / norm, e1 / norm
+            a[h, 0, t], a[h, 1, t] = a0, a1
+            at[t] += a0 * vw0
+            at[t] += a1 * vw1
+    if not has_w:
+        for t in range(L):
+            at[t] = 1.0 if t == L - 1 else 0.0
+    for h in range(heads):
+        v0 = 2 * HD + h * d_head
+        c0 = c1 = 0.0
+        for t in range(L):
+            c0 += a[h, 0, t] * at[t]
+        for t in range(L):
+            c1 += a[h, 1, t] * at[t]
+        for i in range(d_head):
+            z = 0.0
+            z += c0 * qkv[r0, v0 + i]
+            z += c1 * qkv[r1, v0 + i]
+            if mean_heads:
+                out[i] += z / heads
+            else:
+                out[h * d_head + i] = z
+
+
+@numba.njit(**_JIT)
 def attention_readout(
-    qkv, absent_row, node_offsets, node_rows, node_times, lengths, w_agg, heads, d_head, mean_heads, out
+    qkv, absent_row, node_offsets, node_rows, node_times, lengths, w_agg, heads, d_head, mean_heads, out,
+    once_path=True,
 ):  # pragma: no cover - jit
     """Each node's aggregated attention output into ``out`` (see the module docstring).
 
     Shapes: qkv [R, 3 H d_head] (q, k, v blocks, head-major within each); absent_row [M];
     node_offsets [M + 1] into node_rows, node_times [P_b] (each node's present rows in time
     order); lengths [M]; w_agg [H d_head] (concat) or [d_head] (mean), or empty for the "last"
-    readout; out [M, H d_head] (concat) or [M, d_head] (mean), overwritten.
+    readout; out [M, H d_head] (concat) or [M, d_head] (mean), overwritten. ``once_path``:
+    nodes bought once go through :func:`_bought_once` (the same bits; False: the general loop,
+    for the tests).
     """
     M = absent_row.shape[0]
     HD = heads * d_head
@@ -72,6 +148,10 @@ def attention_readout(
         P = node_offsets[m + 1] - o
         D = P + 1
         L = lengths[m]
+        if P == 1 and once_path:  # bought once (most nodes): two keys, the same operations without the loops
+            _bought_once(qkv, absent_row[m], node_rows[o], node_times[o], L, w_agg, has_w, heads, d_head,
+                         mean_heads, scale, log_n, at, a, out[m])  # fmt: skip
+            continue
         rows[0] = absent_row[m]
         for j in range(P):
             rows[j + 1] = node_rows[o + j]

@@ -128,3 +128,28 @@ def test_no_nodes():
         torch.zeros(DIM), 4, DIM // 4, False,
     )  # fmt: skip
     assert out.shape == (0, DIM)
+
+
+@pytest.mark.parametrize("merge,heads,readout", [("concat", 4, "learned"), ("mean", 2, "learned"), ("concat", 3, "last")])
+def test_the_bought_once_path_has_the_general_loops_bits(merge, heads, readout):
+    """Nodes bought once (most of them) take a two-key path; it repeats the general loop's
+    operations in the same order, so its outputs are the same bits (float32 and float64)."""
+    batch = _batch(_users(7, long=True), 7)
+    assert (batch.node_count == 1).any() and (batch.node_count > 1).any()
+    d_head = DIM // heads if merge == "concat" else DIM
+    for dtype in (np.float32, np.float64):
+        rng = np.random.default_rng(7)
+        qkv = rng.normal(size=(batch.num_rows, 3 * heads * d_head)).astype(dtype)
+        w_agg = rng.normal(size=heads * d_head if merge == "concat" else d_head).astype(dtype)
+        if readout == "last":
+            w_agg = w_agg[:0]
+        offsets = np.concatenate([[0], np.cumsum(batch.node_count.numpy())])
+        outs = []
+        for once_path in (True, False):
+            out = np.empty((len(batch.absent_row), heads * d_head if merge == "concat" else d_head), dtype)
+            attention_kernel.attention_readout(
+                qkv, batch.absent_row.numpy(), offsets, batch.node_rows.numpy(), batch.node_times.numpy(),
+                batch.node_len.numpy(), w_agg, heads, d_head, merge == "mean", out, once_path,
+            )  # fmt: skip
+            outs.append(out)
+        np.testing.assert_array_equal(outs[0].view(np.uint8), outs[1].view(np.uint8))
