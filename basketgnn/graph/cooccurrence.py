@@ -52,6 +52,7 @@ import dgl  # noqa: E402
 
 from basketgnn.data.dataset import BasketData, _offsets, ranges  # noqa: E402
 from basketgnn.data.split import Instances  # noqa: E402
+from basketgnn.graph import build_kernel  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -405,6 +406,7 @@ def build_user_graphs(
     form: str = "factored",
     max_history: int = 0,
     max_history_items: int = 0,
+    compiled: bool = True,
 ) -> UserGraphs:
     """Build the co-occurrence graphs of every instance's history, vectorised over instances.
 
@@ -414,7 +416,9 @@ def build_user_graphs(
     basket after the whole history); the number left out is ``left_out_baskets``.
     ``max_history_items`` > 0: of those, only the latest whole baskets holding at most that
     many items together (always at least the last basket); left-out baskets are counted with
-    the others.
+    the others. ``compiled``: the factored form's nodes, max c and entries of B come from
+    :func:`basketgnn.graph.build_kernel.factored_graphs` (customer by customer, the same
+    arrays); False: from the sorts below (the tests' reference for it).
     """
     if form not in ("factored", "edges"):
         raise ValueError(f"unknown graph form {form!r}")
@@ -435,6 +439,23 @@ def build_user_graphs(
     item = baskets.values.astype(np.int64)
     present_offsets = _offsets(np.bincount(entry_inst, minlength=n))
     entry_local = np.arange(len(item), dtype=np.int64) - present_offsets[:-1][entry_inst]
+    targets = data.targets(instances.users, full_T) if with_targets else None
+    if form == "factored" and compiled:
+        node_key, entry_node, node_present, node_offsets, max_c, *b = build_kernel.factored_graphs(
+            present_offsets, item, basket_t[entry_basket], T, data.n_items
+        )
+        node_local = np.arange(len(node_key), dtype=np.int64) - node_offsets[:-1][node_key // data.n_items]
+        none = np.zeros(0, dtype=np.int64)
+        return UserGraphs(
+            n_history=T, node_offsets=node_offsets, node_item=(node_key % data.n_items).astype(np.int32),
+            node_present=node_present, present_offsets=present_offsets, present_node=node_local[entry_node],
+            present_t=basket_t[entry_basket], edge_offsets=np.zeros(n + 1, dtype=np.int64), edge_src=none,
+            edge_dst=none, edge_w=np.zeros(0, dtype=np.float32), self_w=1.0 / max_c,
+            target_items=None if targets is None else targets.values,
+            target_offsets=None if targets is None else targets.offsets, form=form,
+            left_out_baskets=int((full_T - T).sum()),
+            pair_offsets=b[0], pair_row=b[1], pair_slot=b[2], slot_offsets=b[3],
+        )  # fmt: skip
     # Nodes: distinct (instance, item), sorted by instance then item.
     node_key, entry_node = np.unique(entry_inst * data.n_items + item, return_inverse=True)
     node_inst = node_key // data.n_items
@@ -481,7 +502,6 @@ def build_user_graphs(
         src_e = dst_e = pair_inst = np.zeros(0, dtype=np.int64)
         c = np.zeros(0, dtype=np.float64)
 
-    targets = data.targets(instances.users, full_T) if with_targets else None
     return UserGraphs(
         n_history=T,
         node_offsets=node_offsets,
