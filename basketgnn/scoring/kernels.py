@@ -44,8 +44,11 @@ _SAMPLE = 256
 
 @numba.njit(**_JIT)
 def _select(a, n, k):  # pragma: no cover - jit
-    """The k-th smallest (0-based) of a[:n], reordering a[:n] in place: quickselect with a
-    three-way partition (runs of equal values cost one pass) and median-of-three pivots.
+    """The k-th smallest (0-based) of a[:n], reordering a[:n] in place: quickselect with
+    median-of-three pivots and a three-way partition done as two branch-free passes (values
+    below the pivot, then values equal to it: runs of equal values cost one pass; no
+    mispredicted branches on the keys' order). Only the value returned is used: it does not
+    depend on how a[:n] is reordered.
 
     Shapes: a [≥ n] float64 -> float64.
     """
@@ -59,26 +62,24 @@ def _select(a, n, k):  # pragma: no cover - jit
         if x > y:
             y = x
         pivot = y  # the median of x, y, z
-        lt, i, gt = lo, lo, hi
-        while i <= gt:
+        lt = lo
+        for i in range(lo, hi + 1):  # a[lo:lt] < pivot ≤ a[lt:i]
             v = a[i]
-            if v < pivot:
-                a[i] = a[lt]
-                a[lt] = v
-                lt += 1
-                i += 1
-            elif v > pivot:
-                a[i] = a[gt]
-                a[gt] = v
-                gt -= 1
-            else:
-                i += 1
+            a[i] = a[lt]
+            a[lt] = v
+            lt += v < pivot
         if k < lt:
             hi = lt - 1
-        elif k > gt:
-            lo = gt + 1
-        else:
+            continue
+        eq = lt
+        for i in range(lt, hi + 1):  # a[lt:eq] == pivot < a[eq:i]
+            v = a[i]
+            a[i] = a[eq]
+            a[eq] = v
+            eq += v == pivot
+        if k < eq:
             return pivot
+        lo = eq
     return a[k]
 
 
@@ -129,74 +130,101 @@ def _smallest(keys, ids, count, m, pos, out, work):  # pragma: no cover - jit
     for j in range(n):
         work[j] = keys[pos[j]]
     cut = _select(work, n, m - 1)
-    taken = 0
-    n_equal = 0
-    for j in range(n):
+    # pos[:n] ascends, so compacting it keeps the positions in ascending order (no sort).
+    kept = 0  # keys at or below the cut: at least m of them
+    below = 0
+    for j in range(n):  # branch-free; pos[kept] with kept ≤ j is no longer read
         c = pos[j]
-        if keys[c] < cut:
+        key = keys[c]
+        pos[kept] = c
+        kept += key <= cut
+        below += key < cut
+    if kept == m:  # every key equal to the cut is taken
+        for j in range(m):
+            out[j] = pos[j]
+        return m
+    # More keys equal to the cut than places left: of those, the need lowest ids.
+    need = m - below
+    n_equal = 0
+    ascending = True  # ids in position order (a catalogue scan): the first ones are lowest
+    last_id = 0
+    for j in range(kept):
+        c = pos[j]
+        if keys[c] == cut:
+            if n_equal > 0 and ids[c] < last_id:
+                ascending = False
+            last_id = ids[c]
+            work[n_equal] = ids[c]  # exact: ids are below 2^53
+            n_equal += 1
+    if ascending:
+        id_cut = work[need - 1]
+    else:
+        id_cut = _select(work, n_equal, need - 1)  # ids are distinct
+    taken = 0
+    for j in range(kept):
+        c = pos[j]
+        if keys[c] < cut or ids[c] <= id_cut:  # the rest of pos[:kept] equals the cut
             out[taken] = c
             taken += 1
-        elif keys[c] == cut:
-            pos[n_equal] = c  # pos[:j] is no longer read
-            n_equal += 1
-    need = m - taken
-    if need > 0:
-        ascending = True  # ids in position order (a catalogue scan): the first ones are lowest
-        for j in range(1, n_equal):
-            if ids[pos[j]] < ids[pos[j - 1]]:
-                ascending = False
-                break
-        if ascending:
-            for j in range(need):
-                out[taken + j] = pos[j]
-        else:
-            for j in range(n_equal):
-                work[j] = ids[pos[j]]  # exact: ids are below 2^53
-            id_cut = _select(work, n_equal, need - 1)  # ids are distinct
-            for j in range(n_equal):
-                if ids[pos[j]] <= id_cut:
-                    out[taken] = pos[j]
-                    taken += 1
-    out[:m].sort()
     return m
 
 
 @numba.njit(**_JIT)
-def _keep_top_sorted(values, items, count, top, scratch, out_items, out_values):  # pragma: no cover - jit
-    """The ``top`` largest entries of (values[:count], items[:count]) (the callers pass positive
-    values only; ties to the lower item; items distinct), written to out_* in ascending item
-    order, each value divided by the largest one. Returns the number written.
+def _keep_top_sorted(keys, items, count, top, scratch, out_items, out_values):  # pragma: no cover - jit
+    """The ``top`` largest entries of (values, items[:count]), given as keys[:count] = −values
+    (the callers pass positive values only, negated as they are listed: exact, negation only
+    flips the sign bit; ties to the lower item; items distinct), written to out_* in ascending
+    item order, each value divided by the largest one. Returns the number written.
 
-    Shapes: values [≥ count] float64, items [≥ count] int64; scratch: a tuple (keys [≥ count]
-    float64, pos [≥ count] int64, keep [≥ top] int64, work [≥ count] float64, value_of [I]
-    float64); out_items [≥ top] int64, out_values [≥ top] float64.
+    Shapes: keys [≥ count] float64, items [≥ count] int64; scratch: a tuple (pos [≥ count]
+    int64, keep [≥ top] int64, work [≥ count] float64, value_of [I] float64); out_items [≥ top]
+    int64, out_values [≥ top] float64.
     """
-    keys, pos, keep, work, value_of = scratch
-    for c in range(count):
-        keys[c] = -values[c]  # exact: negation only flips the sign bit
+    pos, keep, work, value_of = scratch
     kept = _smallest(keys, items, count, top, pos, keep, work)
     if kept == 0:
         return 0
-    peak = values[keep[0]]
+    low = keys[keep[0]]
     ascending = True  # positions ascend (keep is sorted); so do items when listed by a scan
     for c in range(kept):
         j = keep[c]
-        if values[j] > peak:
-            peak = values[j]
+        if keys[j] < low:
+            low = keys[j]
         if c > 0 and items[j] < items[keep[c - 1]]:
             ascending = False
+    peak = -low  # the largest value
     if ascending:
         for c in range(kept):
             out_items[c] = items[keep[c]]
-            out_values[c] = values[keep[c]] / peak
+            out_values[c] = -keys[keep[c]] / peak
     else:
         for c in range(kept):
-            value_of[items[keep[c]]] = values[keep[c]]
+            value_of[items[keep[c]]] = -keys[keep[c]]
             out_items[c] = items[keep[c]]
         out_items[:kept].sort()
         for c in range(kept):
             out_values[c] = value_of[out_items[c]] / peak
     return kept
+
+
+@numba.njit(**_JIT)
+def _scatter(acc, idx, val, lo, hi, scale):  # pragma: no cover - jit
+    """acc[idx[e]] += scale · val[e] for e in lo..hi-1, in that order (indices ≥ 0).
+
+    Unrolled by four, indices as unsigned (no wraparound of negative indices): the same
+    operations in the same order, each a load after the previous store, cheaper to issue.
+
+    Shapes: acc [I]; idx, val [nnz]."""
+    e = lo
+    while e + 4 <= hi:
+        acc[np.uint64(idx[e])] += scale * val[e]
+        acc[np.uint64(idx[e + 1])] += scale * val[e + 1]
+        acc[np.uint64(idx[e + 2])] += scale * val[e + 2]
+        acc[np.uint64(idx[e + 3])] += scale * val[e + 3]
+        e += 4
+    while e < hi:
+        acc[np.uint64(idx[e])] += scale * val[e]
+        e += 1
 
 
 @numba.njit(**_JIT)
@@ -208,14 +236,13 @@ def _add_scaled(acc, idx, val, lo, hi, scale, track, listed_flag, listed, n):  #
     """
     if track:
         for e in range(lo, hi):
-            j = idx[e]
+            j = np.uint64(idx[e])
             acc[j] += scale * val[e]
             listed[n] = j
             n += 1 - listed_flag[j]
             listed_flag[j] = 1
     else:
-        for e in range(lo, hi):
-            acc[idx[e]] += scale * val[e]
+        _scatter(acc, idx, val, lo, hi, scale)
     return n
 
 
@@ -230,8 +257,7 @@ def _distances(
     for e in range(own_ptr[u], own_ptr[u + 1]):
         q = own_val[e]
         i = own_idx[e]
-        for f in range(inv_ptr[i], inv_ptr[i + 1]):
-            dots[inv_rows[f]] += q * inv_val[f]
+        _scatter(dots, inv_rows, inv_val, inv_ptr[i], inv_ptr[i + 1], q)
     for p in range(len(sq_norms)):
         dist[p] = sq_norms[p] - 2.0 * dots[p]
         dots[p] = 0.0
@@ -265,22 +291,34 @@ def _by_key(keys, rows, size):  # pragma: no cover - jit
 
 
 @numba.njit(**_JIT)
+def _neighbour_sum(u, neighbours, w, own_ptr, pool_ptr, pool_idx, pool_val, mean, seen, cand):  # pragma: no cover - jit
+    """mean += Σ w · v_p over ``neighbours`` (ascending rows). When u's and the neighbours'
+    entries are few, the neighbours' items are listed in cand[:n] as they come (flagged in
+    ``seen``) and n is returned; else -1: the candidates are to be listed by a scan of the
+    catalogue (``seen`` is not touched).
+
+    Shapes: neighbours [k]; mean [I] float64; seen [I] int64 (0/1); cand [I] int64."""
+    entries = own_ptr[u + 1] - own_ptr[u]
+    for p in neighbours:
+        entries += pool_ptr[p + 1] - pool_ptr[p]
+    scan = entries > len(mean) // 4
+    n_cand = 0
+    for p in neighbours:
+        n_cand = _add_scaled(mean, pool_idx, pool_val, pool_ptr[p], pool_ptr[p + 1], w, not scan, seen, cand, n_cand)
+    return -1 if scan else n_cand
+
+
+@numba.njit(**_JIT)
 def _neighbour_mean(u, neighbours, w, own_ptr, own_idx, own, pool_ptr, pool_idx, pool_val, mean, seen, cand):  # pragma: no cover - jit
     """mean += Σ w · v_p over ``neighbours`` (ascending rows), and the candidate items (the
     neighbours' and u's own, ``own`` already set) in cand[:n], listed as they come, or by a
     scan of the catalogue when they are many. Returns n.
 
     Shapes: neighbours [k]; own, mean [I] float64; seen [I] int64 (0/1); cand [I] int64."""
-    n_items = len(mean)
-    entries = own_ptr[u + 1] - own_ptr[u]
-    for p in neighbours:
-        entries += pool_ptr[p + 1] - pool_ptr[p]
-    scan = entries > n_items // 4
-    n_cand = 0
-    for p in neighbours:
-        n_cand = _add_scaled(mean, pool_idx, pool_val, pool_ptr[p], pool_ptr[p + 1], w, not scan, seen, cand, n_cand)
-    if scan:
-        for i in range(n_items):
+    n_cand = _neighbour_sum(u, neighbours, w, own_ptr, pool_ptr, pool_idx, pool_val, mean, seen, cand)
+    if n_cand < 0:
+        n_cand = 0
+        for i in range(len(mean)):
             cand[n_cand] = i
             n_cand += (mean[i] != 0.0) | (own[i] != 0.0)  # both are > 0 where set
     else:
@@ -307,6 +345,26 @@ def _fused_positive(cand, n_cand, own, mean, alpha, fused, fused_items):  # prag
             fused[n_pos] = v
             fused_items[n_pos] = i
             n_pos += 1
+    return n_pos
+
+
+@numba.njit(**_JIT)
+def _fused_scan(own, mean, alpha, clear, keys, items):  # pragma: no cover - jit
+    """The negated TIFU values −float32(α · own + (1 − α) · mean) of the items with a positive
+    one, in keys (float64, exact) and items, in item order (branch-free); with ``clear``, own
+    and mean are set to 0 on the way. Returns their number.
+
+    Shapes: own, mean [I]; keys, items [I] (outputs)."""
+    rest = 1.0 - alpha
+    n_pos = 0
+    for i in range(len(mean)):
+        v = np.float32(alpha * own[i] + rest * mean[i])
+        keys[n_pos] = -np.float64(v)
+        items[n_pos] = i
+        n_pos += v > 0
+        if clear:
+            own[i] = 0.0
+            mean[i] = 0.0
     return n_pos
 
 
@@ -413,13 +471,13 @@ def tifu_kept_scores(
     rows = np.arange(n_pool)
     nearest = np.empty(max(k_eff, 1), np.int64)
     pos = np.empty(n_pool, np.int64)
-    scratch = (np.empty(n_items), np.empty(n_items, np.int64), np.empty(top, np.int64), np.empty(n_items), np.empty(n_items))
+    scratch = (np.empty(n_items, np.int64), np.empty(top, np.int64), np.empty(n_items), np.empty(n_items))
     work = np.empty(n_pool)
     mean = np.zeros(n_items)
     own = np.zeros(n_items)
     seen = np.zeros(n_items, np.int64)
     cand = np.empty(n_items, np.int64)
-    fused = np.empty(n_items)  # float32 values, held exactly
+    keys = np.empty(n_items)  # −fused value (float32 values, held exactly)
     fused_items = np.empty(n_items, np.int64)
     for u in range(n):
         _distances(u, own_ptr, own_idx, own_val, same_ptr, same_rows, inv_ptr, inv_rows, inv_val, sq_norms, dots, dist)
@@ -434,11 +492,31 @@ def tifu_kept_scores(
         w = 1.0 / max(n_found, 1)
         for e in range(own_ptr[u], own_ptr[u + 1]):
             own[own_idx[e]] = own_val[e]
-        n_cand = _neighbour_mean(u, neighbours, w, own_ptr, own_idx, own, pool_ptr, pool_idx, pool_val, mean, seen, cand)
+        n_cand = _neighbour_sum(u, neighbours, w, own_ptr, pool_ptr, pool_idx, pool_val, mean, seen, cand)
+        if n_cand < 0:
+            # Many candidates: each α's values over the whole catalogue, in item order (an item
+            # outside the candidates has own = mean = 0, so value 0, not kept), the last pass
+            # clearing own and mean.
+            for a in range(n_alpha):
+                n_pos = _fused_scan(own, mean, alphas[a], a == n_alpha - 1, keys, fused_items)
+                at = offsets[a, u]
+                kept = _keep_top_sorted(keys, fused_items, n_pos, top, scratch, out_items[a, at:], out_values[a, at:])
+                offsets[a, u + 1] = at + kept
+            if n_alpha == 0:
+                mean[:] = 0.0
+                own[:] = 0.0
+            continue
+        for e in range(own_ptr[u], own_ptr[u + 1]):  # then u's own items
+            i = own_idx[e]
+            cand[n_cand] = i
+            n_cand += 1 - seen[i]
+            seen[i] = 1
         for a in range(n_alpha):
-            n_pos = _fused_positive(cand, n_cand, own, mean, alphas[a], fused, fused_items)
+            n_pos = _fused_positive(cand, n_cand, own, mean, alphas[a], keys, fused_items)
+            for c in range(n_pos):
+                keys[c] = -keys[c]
             at = offsets[a, u]
-            kept = _keep_top_sorted(fused, fused_items, n_pos, top, scratch, out_items[a, at:], out_values[a, at:])
+            kept = _keep_top_sorted(keys, fused_items, n_pos, top, scratch, out_items[a, at:], out_values[a, at:])
             offsets[a, u + 1] = at + kept
         for c in range(n_cand):
             i = cand[c]
@@ -466,27 +544,32 @@ def transition_kept_scores(
     out_values = np.empty(n * top, np.float64)
     h = np.zeros(n_items)
     in_h = np.zeros(n_items, np.bool_)
+    counted_in = np.full(n_items, -1, np.int64)  # the basket an item was last counted in
     first_seen = np.empty(n_items, np.int64)  # items in order of first appearance
     t = np.zeros(n_items)
     in_t = np.zeros(n_items, np.int64)
     t_items = np.empty(n_items, np.int64)
-    kept = np.empty(n_items)
+    keys = np.empty(n_items)  # −t of the positive entries kept
     kept_items = np.empty(n_items, np.int64)
-    scratch = (np.empty(n_items), np.empty(n_items, np.int64), np.empty(top, np.int64), np.empty(n_items), np.empty(n_items))
+    scratch = (np.empty(n_items, np.int64), np.empty(top, np.int64), np.empty(n_items), np.empty(n_items))
+    keep_own = not explore_only
     for u in range(n):
         n_h = 0
         for b in range(instance_ptr[u], instance_ptr[u + 1]):
-            items = np.sort(basket_items[basket_ptr[b] : basket_ptr[b + 1]])
             wb = basket_weights[b]
-            for j in range(len(items)):
-                i = items[j]
-                if j > 0 and items[j - 1] == i:
+            first = n_h
+            for e in range(basket_ptr[b], basket_ptr[b + 1]):
+                i = basket_items[e]
+                if counted_in[i] == b:  # a repeat inside the basket
                     continue
+                counted_in[i] = b
                 h[i] += wb
                 if not in_h[i]:
                     in_h[i] = True
                     first_seen[n_h] = i
                     n_h += 1
+            if n_h - first > 1:
+                first_seen[first:n_h].sort()  # in place: new items ascending within a basket
         entries = 0
         for c in range(n_h):
             entries += s_ptr[first_seen[c] + 1] - s_ptr[first_seen[c]]
@@ -499,28 +582,33 @@ def transition_kept_scores(
                 continue
             # float32 S values widen exactly
             n_t = _add_scaled(t, s_idx, s_val, s_ptr[i], s_ptr[i + 1], hi, not scan, in_t, t_items, n_t)
-        if scan:
-            for j in range(n_items):
-                t_items[n_t] = j
-                n_t += t[j] != 0.0
         n_pos = 0
-        for c in range(n_t):
-            j = t_items[c]
-            v = t[j]
-            if v > 0 and not (explore_only and h[j] != 0.0):
-                kept[n_pos] = v
+        if scan:  # t's entries in item order, listed, kept and cleared in one branch-free pass
+            for j in range(n_items):
+                v = t[j]
+                keys[n_pos] = -v
                 kept_items[n_pos] = j
-                n_pos += 1
+                n_pos += (v > 0.0) & (keep_own | (h[j] == 0.0))
+                t[j] = 0.0
+        else:
+            for c in range(n_t):
+                j = t_items[c]
+                v = t[j]
+                if v > 0 and not (explore_only and h[j] != 0.0):
+                    keys[n_pos] = -v
+                    kept_items[n_pos] = j
+                    n_pos += 1
+            for c in range(n_t):
+                j = t_items[c]
+                t[j] = 0.0
+                in_t[j] = 0
         at = offsets[u]
-        offsets[u + 1] = at + _keep_top_sorted(kept, kept_items, n_pos, top, scratch, out_items[at:], out_values[at:])
-        for c in range(n_t):
-            j = t_items[c]
-            t[j] = 0.0
-            in_t[j] = 0
+        offsets[u + 1] = at + _keep_top_sorted(keys, kept_items, n_pos, top, scratch, out_items[at:], out_values[at:])
         for c in range(n_h):
             i = first_seen[c]
             h[i] = 0.0
             in_h[i] = False
+            counted_in[i] = -1
     return offsets, out_items, out_values
 
 

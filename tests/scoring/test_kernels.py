@@ -263,3 +263,43 @@ def test_customer_vectors_equal_the_bincount_of_unique_keys(m, r_b, r_g):
     np.testing.assert_array_equal(got.indices, uniq % data.n_items)
     np.testing.assert_array_equal(got.values, np.bincount(inverse, weights=weight[entry]))
     assert got.indptr[5] == 0
+
+
+@pytest.mark.parametrize("n, ties", [(1, False), (2, True), (9, False), (256, False), (312, True), (500, True)])
+def test_select_is_the_kth_of_a_sort(n, ties):
+    """The branch-free quickselect against np.sort, for every rank (runs of equal values: the
+    equal-values pass)."""
+    rng = np.random.default_rng(n)
+    a = np.round(rng.random(n) * 5) / 5 if ties else rng.random(n)
+    for k in range(0, n, max(1, n // 40)):
+        work = a.copy()
+        assert kernels._select(work, n, k) == np.sort(a)[k]
+        np.testing.assert_array_equal(np.sort(work), np.sort(a))  # only reordered
+
+
+@pytest.mark.parametrize("length", range(10))
+def test_scatter_is_the_sequential_sum(length):
+    """The unrolled acc[idx[e]] += scale · val[e] against the plain loop, bit for bit, for each
+    remainder of the unrolling; repeated indices (each add reads the previous store)."""
+    rng = np.random.default_rng(length)
+    idx = rng.integers(0, 4, size=length + 3).astype(np.int32)
+    val = rng.random(length + 3).astype(np.float32)
+    got = rng.random(4)
+    want = got.copy()
+    kernels._scatter(got, idx, val, 2, 2 + length, 0.3)
+    for e in range(2, 2 + length):
+        want[idx[e]] += 0.3 * np.float64(val[e])
+    np.testing.assert_array_equal(got.view(np.int64), want.view(np.int64))
+
+
+def test_tifu_kernel_without_alphas():
+    """No α: nothing is kept; the scan path (a 30-item catalogue) clears own and mean without
+    an α's pass to do it."""
+    from basketgnn.scoring.tifu import NeighbourIndex, pool_vectors
+
+    data = skewed_data(3, 80, 30, 6)
+    train = instances(data, np.arange(60), back=1)
+    query = Instances(np.arange(60, 80), data.n_baskets_per_user[60:80])
+    index = NeighbourIndex(pool_vectors(data, train, 2, 0.9, 0.7), train.users)
+    own = customer_vectors(data.histories(query.users, query.n_history), data.n_items, 2, 0.9, 0.7)
+    assert index.kept_scores(own, query.users, 5, (), 10) == {}
