@@ -21,15 +21,20 @@ import torch
 from torch import nn
 
 from basketgnn.graph.cooccurrence import FactoredAdjacency
+from basketgnn.nn import attention_kernel, gcn_kernel
 
 
-def weighted_sum(graph: dgl.DGLGraph | FactoredAdjacency, x: torch.Tensor) -> torch.Tensor:
-    """``sum_i w(i, j) x_i`` for every row j (self weight included).
+def weighted_sum(graph: dgl.DGLGraph | FactoredAdjacency, x: torch.Tensor, compiled: bool = True) -> torch.Tensor:
+    """``sum_i w(i, j) x_i`` for every row j (self weight included). Factored, on the CPU and
+    without a gradient to track (scoring, validation), through ``nn.gcn_kernel`` (the same
+    additions in the same order) unless ``compiled`` is False.
 
     Shapes: x [rows, C] -> [rows, C].
     """
     if isinstance(graph, FactoredAdjacency):
         a = graph
+        if compiled and attention_kernel.applies(x, False, 0.0):  # CPU, no gradient needed
+            return gcn_kernel.weighted_sum(x, a.pair_row, a.pair_slot, a.num_slots, a.row_self, a.row_scale)
         # [slots, C]: the sum over each slot's rows, then back to the rows of each slot.
         slots = x.new_zeros(a.num_slots, x.shape[1]).index_add(0, a.pair_slot, x.index_select(0, a.pair_row))
         back = torch.zeros_like(x).index_add(0, a.pair_row, slots.index_select(0, a.pair_slot))

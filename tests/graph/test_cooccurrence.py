@@ -533,6 +533,27 @@ def test_factored_adjacency_equals_the_edge_list(seed):
     )
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_compiled_weighted_sum_is_the_tensor_paths_bits(dtype):
+    """The GCN's factored sum for inference (``nn.gcn_kernel``) makes the tensor path's
+    additions in the same order: the same bits. With a gradient to track the tensor path runs."""
+    from basketgnn.nn import gcn_kernel
+    from basketgnn.nn.weighted_gcn import weighted_sum
+
+    seqs = _random_big_baskets(4)
+    batch = build_user_graphs(from_sequences(seqs, n_items=60), _instances(seqs)).collate(np.arange(len(seqs)))
+    x = torch.randn(batch.num_rows, 7, dtype=dtype)
+    a = batch.adjacency
+    compiled = gcn_kernel.weighted_sum(x, a.pair_row, a.pair_slot, a.num_slots, a.row_self, a.row_scale)
+    tensor_path = weighted_sum(a, x, compiled=False)
+    assert compiled.dtype == dtype
+    assert torch.equal(compiled, tensor_path)
+    assert torch.equal(weighted_sum(a, x), compiled)
+    x.requires_grad_(True)
+    out = weighted_sum(a, x)
+    assert out.requires_grad and torch.equal(out.detach(), compiled)
+
+
 def test_bad_graph_form_is_refused():
     data = from_sequences(SEQUENCES, n_items=N_ITEMS)
     with pytest.raises(ValueError, match="unknown graph form"):
