@@ -68,6 +68,7 @@ from basketgnn.scoring.tifu import (
     customer_codes,
     customer_vectors,
     pool_vectors,
+    query_codes,
     tune_tifu,
 )
 from basketgnn.scoring.transitions import OPTIONS as TRANSITION_OPTIONS
@@ -105,6 +106,7 @@ class TifuScorer:
         self.vectors, self.params, self.top = vectors, params, int(top)
         self.customer_ids = np.asarray(customer_ids).astype(str)
         pool_codes, _ = customer_codes(self.customer_ids, np.zeros(0, dtype=str))
+        self._distinct_ids = np.unique(self.customer_ids)  # sorted: the codes' order (query_codes)
         # float64 search: the same neighbours as TifuKnn, tie for tie.
         self._index = NeighbourIndex(vectors, pool_codes, dtype=np.float64)
 
@@ -129,7 +131,7 @@ class TifuScorer:
         alphas = tuple(alphas) if alphas is not None else (self.params.alpha,)
         p = self.params
         own = customer_vectors(data.histories(instances.users, instances.n_history), data.n_items, p.m, p.r_b, p.r_g)
-        _, codes = customer_codes(self.customer_ids, data.user_ids[instances.users])
+        codes = query_codes(self._distinct_ids, data.user_ids[instances.users])
         # float64 values: dividing TifuKnn's float32 scores keeps distinct values distinct.
         return self._index.kept_scores(own, codes, p.k, alphas, min(self.top, data.n_items))
 

@@ -442,11 +442,18 @@ def customer_codes(pool_ids: np.ndarray, query_ids: np.ndarray) -> tuple[np.ndar
     Shapes: pool_ids [P], query_ids [n] -> ([P] int64, [n] int64).
     """
     ids, pool_codes = np.unique(np.asarray(pool_ids).astype(str), return_inverse=True)
+    return pool_codes.astype(np.int64), query_codes(ids, query_ids)
+
+
+def query_codes(ids: np.ndarray, query_ids: np.ndarray) -> np.ndarray:
+    """:func:`customer_codes`' query half, from the pool's distinct ids (sorted, str): the
+    position of each query's id among them, -1 when absent. Shapes: ids [D], query_ids [n]
+    -> [n] int64."""
     query = np.asarray(query_ids).astype(str)
     if len(ids) == 0:
-        return pool_codes.astype(np.int64), np.full(len(query), -1, dtype=np.int64)
+        return np.full(len(query), -1, dtype=np.int64)
     pos = np.clip(np.searchsorted(ids, query), 0, len(ids) - 1)
-    return pool_codes.astype(np.int64), np.where(ids[pos] == query, pos, -1).astype(np.int64)
+    return np.where(ids[pos] == query, pos, -1).astype(np.int64)
 
 
 def tune_tifu(
