@@ -35,6 +35,8 @@ import torch
 
 from basketgnn.jit import jit_options
 
+# NumPy's division semantics (no zero check before each division, ~1/3 of the time here): every
+# divisor is a softmax's sum (≥ 1, its largest term is exp(0)) or the number of heads.
 _JIT = {**jit_options(__file__), "error_model": "numpy"}
 
 
@@ -234,8 +236,8 @@ def attention_readout(
 
 
 def applies(rows: torch.Tensor, training: bool, dropout: float) -> bool:
-    """Whether the compiled path may stand in for the tensor path: CPU float32/64 rows, no
-    gradient needed, no dropout acting."""
+    """Whether a compiled inference path (this module's, ``nn.gcn_kernel``'s) may stand in for
+    the tensor path: CPU float32/64 inputs, no gradient needed, no dropout acting."""
     return (
         rows.device.type == "cpu"
         and rows.dtype in (torch.float32, torch.float64)
