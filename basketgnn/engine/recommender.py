@@ -171,10 +171,12 @@ class NeuralRecommender:
                 helpers = [pool.submit(parts.drain) for _ in range(threads - 1)]
                 try:
                     scores = self._shared_scores(data, instances, device)
-                finally:
                     parts.drain()
-                    for h in helpers:
-                        h.result()
+                except BaseException:
+                    parts.stop()  # the helpers finish their part and stop; the error goes up
+                    raise
+                for h in helpers:
+                    h.result()  # a part's error
             found = SparseScores.concat(parts.results())
         if scores is None:  # the module's configuration scores items outside a history per user
             return self._rank_dense(data, instances, k)
@@ -260,7 +262,7 @@ class NeuralRecommender:
 class _SharedParts:
     """Parts of a job that any number of threads take in turn, each part once (``drain``);
     ``results`` in part order. An error in a part is raised by the thread that ran it, and the
-    other threads stop taking parts."""
+    other threads stop taking parts (as after ``stop``)."""
 
     def __init__(self, parts: list[Any], run: Callable[[Any], Any]) -> None:
         self._parts, self._run = parts, run
@@ -279,8 +281,12 @@ class _SharedParts:
             try:
                 self._results[i] = self._run(self._parts[i])
             except BaseException:
-                self._failed = True
+                self.stop()
                 raise
+
+    def stop(self) -> None:
+        """No part is started after this (the ones running finish)."""
+        self._failed = True
 
     def results(self) -> list[Any]:
         return self._results

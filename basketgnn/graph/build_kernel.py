@@ -28,6 +28,8 @@ import numpy as np
 from basketgnn.jit import jit_options
 
 _JIT = jit_options(__file__)
+#: Histories up to this many baskets rank their (t, s) slots through a dense T x T table.
+_TABLE_T = 64
 
 
 @numba.njit(**_JIT)
@@ -124,12 +126,30 @@ def factored_graphs(entry_offsets, item, entry_t, n_history, n_items):  # pragma
     t_max = 0
     for u in range(n):
         t_max = max(t_max, n_history[u])
-    slot_id = np.full(max(t_max, 1) * max(t_max, 1), -1, np.int64)  # (t, s) -> slot, per instance
-    listed = np.empty(max(t_max, 1) * max(t_max, 1), np.int64)
+    # (t, s) -> slot through a table of T^2 entries for histories up to _TABLE_T baskets; longer
+    # ones rank their keys by a sort (memory of their pairs, not of T^2).
+    t_table = max(1, min(t_max, _TABLE_T))
+    slot_id = np.full(t_table * t_table, -1, np.int64)
+    listed = np.empty(t_table * t_table, np.int64)
     q = 0
     for u in range(n):
         lo = entry_offsets[u]
         T = n_history[u]
+        if T > _TABLE_T:
+            start = q
+            for v in range(node_offsets[u], node_offsets[u + 1]):
+                for x in range(node_first[v], node_first[v + 1]):
+                    for y in range(node_first[v], node_first[v + 1]):
+                        a, b = order[x], order[y]
+                        pair_row[q] = a - lo
+                        pair_slot[q] = entry_t[a] * T + entry_t[b]
+                        q += 1
+            pair_offsets[u + 1] = q
+            keys_u = np.unique(pair_slot[start:q])  # sorted
+            for f in range(start, q):
+                pair_slot[f] = np.searchsorted(keys_u, pair_slot[f])
+            slot_offsets[u + 1] = slot_offsets[u] + len(keys_u)
+            continue
         n_listed = 0
         for v in range(node_offsets[u], node_offsets[u + 1]):
             for x in range(node_first[v], node_first[v + 1]):

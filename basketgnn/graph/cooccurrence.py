@@ -170,7 +170,12 @@ class GraphBatch:
         moved = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in values.items()}
         moved["graph"] = None if self.graph is None else self.graph.to(device)
         moved["adjacency"] = None if self.adjacency is None else self.adjacency.to(device)
-        return GraphBatch(**moved)
+        batch = GraphBatch(**moved)
+        if torch.device(device).type != "cpu" and self.node_rows.device.type == "cpu":
+            # Only the tensor path runs off the CPU: its buckets, built here from the CPU
+            # arrays, go with the batch (not built later from device tensors copied back).
+            batch.__dict__["attention"] = tuple(b.to(device) for b in self.attention)
+        return batch
 
 
 @dataclass(frozen=True)
@@ -489,9 +494,9 @@ def build_user_graphs(
         a_e, b_e = _same_group_pairs(np.arange(len(item), dtype=np.int64), entry_node)
         t_a, t_b = basket_t[entry_basket[a_e]], basket_t[entry_basket[b_e]]
         inst = entry_inst[a_e]
-        slot_key, slot_of = np.unique((inst * (T.max() + 1) + t_a) * (T.max() + 1) + t_b,
-                                      return_inverse=True)
-        slot_offsets = _offsets(np.bincount(slot_key // (T.max() + 1) ** 2, minlength=n))
+        span = int(T.max(initial=0)) + 1
+        slot_key, slot_of = np.unique((inst * span + t_a) * span + t_b, return_inverse=True)
+        slot_offsets = _offsets(np.bincount(slot_key // span**2, minlength=n))
         pair_order = np.argsort(inst, kind="stable")
         factored = {
             "pair_offsets": _offsets(np.bincount(inst, minlength=n)),

@@ -176,12 +176,18 @@ def attention_readout(
                         acc += qkv[ry, v0 + i] * w_agg[w0 + i]
                     vw[h, y] = acc / heads if mean_heads else acc
         seen = 0  # present keys visible at t
+        times = 0  # distinct timestamps among them
         for t in range(L):
             c = 0
             if seen < P and node_times[o + seen] == t:
-                seen += 1
+                # An item listed twice in a basket (outside the data contract: ingestion drops
+                # repeats) is two present rows at one timestamp, as in the tensor path: both
+                # visible, the query the later one, the timestamp counted once.
+                times += 1
+                while seen < P and node_times[o + seen] == t:
+                    seen += 1
                 c = seen
-            n_absent = t + 1 - seen
+            n_absent = t + 1 - times
             total = 0.0
             if seen == 0 or (n_absent == 0 and seen == 1):  # one visible key: weight 1
                 y1 = 0 if seen == 0 else 1
@@ -233,17 +239,6 @@ def attention_readout(
                     out[m, i] += acc / heads
                 else:
                     out[m, h * d_head + i] = acc
-
-
-def applies(rows: torch.Tensor, training: bool, dropout: float) -> bool:
-    """Whether a compiled inference path (this module's, ``nn.gcn_kernel``'s) may stand in for
-    the tensor path: CPU float32/64 inputs, no gradient needed, no dropout acting."""
-    return (
-        rows.device.type == "cpu"
-        and rows.dtype in (torch.float32, torch.float64)
-        and not (rows.requires_grad and torch.is_grad_enabled())
-        and not (training and dropout > 0)
-    )
 
 
 def aggregated(

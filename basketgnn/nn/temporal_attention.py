@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from basketgnn.jit import compiled_inference_applies
 from basketgnn.nn import attention_kernel
 
 
@@ -263,7 +264,9 @@ class MaskedTemporalSelfAttention(nn.Module):
 
         Shapes: rows [R, d]; w_agg [d] or None -> [M, d].
         """
-        if self.compiled and attention_kernel.applies(rows, self.training, self.dropout):
+        if self.compiled and compiled_inference_applies(
+            rows, self.qkv.weight, w_agg, training=self.training, dropout=self.dropout
+        ):
             return attention_kernel.aggregated(
                 self.qkv(rows), plan.absent_row, plan.node_count, plan.node_rows, plan.node_times,
                 plan.node_len, w_agg, self.heads, self.d_head, self.merge == "mean",

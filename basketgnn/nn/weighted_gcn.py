@@ -21,7 +21,8 @@ import torch
 from torch import nn
 
 from basketgnn.graph.cooccurrence import FactoredAdjacency
-from basketgnn.nn import attention_kernel, gcn_kernel
+from basketgnn.jit import compiled_inference_applies
+from basketgnn.nn import gcn_kernel
 
 
 def weighted_sum(graph: dgl.DGLGraph | FactoredAdjacency, x: torch.Tensor, compiled: bool = True) -> torch.Tensor:
@@ -33,7 +34,7 @@ def weighted_sum(graph: dgl.DGLGraph | FactoredAdjacency, x: torch.Tensor, compi
     """
     if isinstance(graph, FactoredAdjacency):
         a = graph
-        if compiled and attention_kernel.applies(x, False, 0.0):  # CPU, no gradient needed
+        if compiled and compiled_inference_applies(x):  # no weights here: only x's gradient
             return gcn_kernel.weighted_sum(x, a.pair_row, a.pair_slot, a.num_slots, a.row_self, a.row_scale)
         # [slots, C]: the sum over each slot's rows, then back to the rows of each slot.
         slots = x.new_zeros(a.num_slots, x.shape[1]).index_add(0, a.pair_slot, x.index_select(0, a.pair_row))
@@ -86,6 +87,9 @@ class WeightedGraphConv(nn.Module):
     Shapes: graph with edata["w"] [E] (or factored); x [rows, in_dim]; row_weight [rows] -> [rows, out_dim].
     """
 
+    #: False: the factored sum always takes the tensor path (tests, benchmarks).
+    compiled: bool = True
+
     def __init__(self, in_dim: int, out_dim: int, dropout: float = 0.0) -> None:
         super().__init__()
         self.linear = nn.Linear(in_dim, out_dim)
@@ -98,7 +102,7 @@ class WeightedGraphConv(nn.Module):
         x: torch.Tensor,
         row_weight: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        agg = weighted_sum(graph, x)  # [rows, in_dim]
+        agg = weighted_sum(graph, x, self.compiled)  # [rows, in_dim]
         return self.dropout(torch.relu(self.norm(self.linear(agg), row_weight)))
 
 

@@ -116,6 +116,41 @@ def test_search_parts_shared_by_threads_give_the_one_thread_ranking(monkeypatch,
     np.testing.assert_array_equal(got[1], want[1])
 
 
+def test_a_failing_forward_stops_the_search_parts(monkeypatch):
+    """The forward's error goes up at once: the helpers finish the part they hold and take no
+    more (the calling thread does not run the rest of the search either)."""
+    data = planted_data(n_users=120, n_items=40)
+    sp = make_split(data, "temporal")
+    rec = recommender(data, DNNTSPConfig(embed_dim=8, threads=2))
+    fusion = ScoreFusion(0.3, "sigmoid", TifuScorer.build(data, sp["train"], TifuParams(k=10)))
+    rec.addon = FusionAddOn(fusion)
+    import threading
+    import time
+
+    searched = []
+    prepare = fusion.prepare
+
+    def slow_prepare(d, inst):  # each part takes 0.3 s: the forward fails during the first
+        searched.append(len(inst))
+        threading.Event().wait(0.3)
+        return prepare(d, inst)
+
+    monkeypatch.setattr(fusion, "prepare", slow_prepare)
+    monkeypatch.setattr(recommender_module, "SEARCH_PART", 1)
+
+    def fail(*args, **kwargs):
+        deadline = time.monotonic() + 10
+        while not searched and time.monotonic() < deadline:  # a helper holds a part
+            time.sleep(0.001)
+        raise RuntimeError("forward failed")
+
+    monkeypatch.setattr(rec, "_shared_scores", fail)
+    everyone = Instances(np.arange(data.n_users), data.n_baskets_per_user.astype(np.int64))
+    with pytest.raises(RuntimeError, match="forward failed"):
+        rec.rank(data, everyone, 10)
+    assert 1 <= len(searched) <= 2  # the part the helper held (at most one more on a slow machine)
+
+
 def test_shared_parts_run_each_part_once_and_stop_at_an_error():
     from concurrent.futures import ThreadPoolExecutor
 

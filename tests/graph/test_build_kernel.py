@@ -7,24 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from raw_data import raw_basket_data
 
-from basketgnn.data.dataset import NO_TIME, BasketData, _offsets
 from basketgnn.data.split import Instances
 from basketgnn.graph.cooccurrence import UserGraphs, build_user_graphs
-
-
-def _raw_data(sequences: list[list[list[int]]], n_items: int) -> BasketData:
-    """BasketData exactly as listed: repeats inside a basket kept (from_sequences drops them)."""
-    baskets = [b for user in sequences for b in user]
-    return BasketData(
-        items=np.asarray([i for b in baskets for i in b], dtype=np.int32),
-        basket_offsets=_offsets(np.asarray([len(b) for b in baskets], dtype=np.int64)),
-        user_offsets=_offsets(np.asarray([len(u) for u in sequences], dtype=np.int64)),
-        basket_times=np.full(len(baskets), NO_TIME, dtype=np.int64),
-        user_ids=np.asarray([str(u) for u in range(len(sequences))]),
-        item_ids=np.asarray([str(i) for i in range(n_items)]),
-        user_part=np.full(len(sequences), -1, dtype=np.int8),
-    )
 
 
 def _random_users(rng, n_users, n_items, max_baskets, max_size, repeats=False):
@@ -58,7 +44,7 @@ def _both(data, instances, **kwargs):
 def test_compiled_factored_graphs_equal_the_sorts(seed, caps):
     rng = np.random.default_rng(seed)
     users = _random_users(rng, 60, 25, 12, 5)
-    data = _raw_data(users, 25)
+    data = raw_basket_data(users, 25)
     # Every customer's full history minus the last basket (a target), some with none at all.
     n_history = np.array([len(u) - 1 for u in users], dtype=np.int64)
     instances = Instances(np.arange(len(users)), n_history)
@@ -72,17 +58,27 @@ def test_compiled_factored_graphs_equal_the_sorts(seed, caps):
 def test_items_listed_twice_in_a_basket():
     rng = np.random.default_rng(3)
     users = _random_users(rng, 40, 8, 6, 6, repeats=True)
-    data = _raw_data(users, 8)
+    data = raw_basket_data(users, 8)
     instances = Instances(np.arange(len(users)), np.array([len(u) for u in users], dtype=np.int64))
     assert any(len(set(b)) < len(b) for u in users for b in u)
     _assert_same(*_both(data, instances, with_targets=False))
 
 
 def test_a_retail_exports_shapes():
-    """Baskets of up to 300 items and histories of up to 150 baskets."""
+    """Baskets of up to 300 items and histories of up to 150 baskets (slots ranked by a sort
+    past 64 baskets, through the dense table below)."""
     rng = np.random.default_rng(4)
     users = _random_users(rng, 3, 2000, 150, 300) + _random_users(rng, 5, 2000, 3, 2)
-    data = _raw_data(users, 2000)
+    data = raw_basket_data(users, 2000)
     instances = Instances(np.arange(len(users)), np.array([len(u) for u in users], dtype=np.int64))
+    assert instances.n_history.max() > 64  # past the dense (t, s) table: slots ranked by a sort
     _assert_same(*_both(data, instances, with_targets=False))
     _assert_same(*_both(data, instances, with_targets=False, max_history=20, max_history_items=150))
+
+
+def test_no_instances():
+    data = raw_basket_data([[[1, 2], [2]]], 4)
+    none = Instances(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    compiled, reference = _both(data, none, with_targets=False)
+    assert len(compiled) == 0
+    _assert_same(compiled, reference)

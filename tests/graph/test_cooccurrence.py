@@ -32,9 +32,9 @@ def _instances(sequences, n_history=None) -> Instances:
     return Instances(np.arange(len(sequences)), np.asarray(n_history, dtype=np.int64))
 
 
-def _graphs(sequences=SEQUENCES, n_items=N_ITEMS):
+def _graphs(sequences=SEQUENCES, n_items=N_ITEMS, form="edges"):
     return build_user_graphs(
-        from_sequences(sequences, n_items=n_items), _instances(sequences), form="edges"
+        from_sequences(sequences, n_items=n_items), _instances(sequences), form=form
     )
 
 
@@ -225,6 +225,13 @@ def test_attention_buckets_move_with_the_device_call():
     b = _graphs().collate(np.array([0, 1, 2, 3])).to("cpu")
     assert len(b.attention) >= 1
     assert _plan(b) == _plan_from_seq_row(b)
+    # Off the CPU ("meta" stands in for a GPU here) the buckets are built from the CPU arrays
+    # and moved with the batch, not rebuilt later from device tensors.
+    cpu = _graphs(form="factored").collate(np.array([0, 1, 2, 3]))
+    moved = cpu.to("meta")
+    assert "attention" in moved.__dict__ and len(moved.attention) == len(cpu.attention)
+    assert all(t.device.type == "meta" for bucket in moved.attention for t in vars(bucket).values())
+    assert moved.node_rows.device.type == "meta"
 
 
 def test_user_graphs_arrays():

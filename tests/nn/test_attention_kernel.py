@@ -8,10 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from raw_data import raw_basket_data
 
 from basketgnn.data.dataset import from_sequences
 from basketgnn.data.split import Instances
 from basketgnn.graph.cooccurrence import GraphBatch, build_user_graphs
+from basketgnn.jit import compiled_inference_applies
 from basketgnn.nn import attention_kernel
 from basketgnn.nn.aggregation import aggregate_nodes_temporal_feature, last_timestamp
 from basketgnn.nn.temporal_attention import MaskedTemporalSelfAttention
@@ -63,8 +65,8 @@ def test_compiled_readout_equals_dense_attention(merge, heads, readout, seed, lo
     att = MaskedTemporalSelfAttention(DIM, heads, merge).double().eval()
     rows = torch.randn(batch.num_rows, DIM, dtype=torch.float64)
     w_agg = torch.randn(DIM, dtype=torch.float64) if readout == "learned" else None
-    assert attention_kernel.applies(rows, att.training, att.dropout)
     with torch.no_grad():
+        assert compiled_inference_applies(rows, att.qkv.weight, training=att.training, dropout=att.dropout)
         out = att.forward_nodes(rows, batch, w_agg)
         ref = _dense(att, rows, batch, w_agg)
         tensor_path = att.forward_aggregated(rows, batch.attention, len(batch.node_item), batch.node_len, w_agg)
@@ -104,21 +106,29 @@ def test_switching_the_kernel_off_takes_the_tensor_path(monkeypatch):
 
 def test_gradients_and_dropout_keep_the_tensor_path():
     rows = torch.randn(5, DIM, requires_grad=True)
-    assert not attention_kernel.applies(rows, False, 0.0)  # a gradient is needed
+    weight = torch.nn.Parameter(torch.randn(DIM))
+    assert not compiled_inference_applies(rows)  # a gradient is needed
     with torch.no_grad():
-        assert attention_kernel.applies(rows, False, 0.0)
-    assert not attention_kernel.applies(rows.detach(), True, 0.2)  # dropout acts in training
-    assert attention_kernel.applies(rows.detach(), True, 0.0)
-    assert not attention_kernel.applies(rows.detach().half(), False, 0.0)
-    # And the values and gradients through forward_nodes are the tensor path's.
+        assert compiled_inference_applies(rows, weight)
+    assert not compiled_inference_applies(rows.detach(), weight)  # the weight's gradient
+    assert compiled_inference_applies(rows.detach(), weight.detach(), None)
+    assert not compiled_inference_applies(rows.detach(), training=True, dropout=0.2)  # dropout acts
+    assert compiled_inference_applies(rows.detach(), training=True, dropout=0.0)
+    assert not compiled_inference_applies(rows.detach().half())
+    # And the values and gradients through forward_nodes are the tensor path's: with rows that
+    # need a gradient, and with frozen rows (e.g. frozen embeddings) but trainable weights.
     batch = _batch(_users(6), 6)
     att = MaskedTemporalSelfAttention(DIM, 2).double().train()
-    x = torch.randn(batch.num_rows, DIM, dtype=torch.float64, requires_grad=True)
-    w_agg = torch.randn(DIM, dtype=torch.float64)
-    out = att.forward_nodes(x, batch, w_agg)
-    ref = att.forward_aggregated(x, batch.attention, len(batch.node_item), batch.node_len, w_agg)
-    assert out.requires_grad
-    torch.testing.assert_close(out, ref, rtol=0, atol=0)
+    for rows_grad in (True, False):
+        x = torch.randn(batch.num_rows, DIM, dtype=torch.float64, requires_grad=rows_grad)
+        w_agg = torch.nn.Parameter(torch.randn(DIM, dtype=torch.float64))
+        out = att.forward_nodes(x, batch, w_agg)
+        ref = att.forward_aggregated(x, batch.attention, len(batch.node_item), batch.node_len, w_agg)
+        assert out.requires_grad
+        torch.testing.assert_close(out, ref, rtol=0, atol=0)
+        (g_out,) = torch.autograd.grad(out.sum(), [att.qkv.weight])
+        (g_ref,) = torch.autograd.grad(ref.sum(), [att.qkv.weight])
+        torch.testing.assert_close(g_out, g_ref, rtol=0, atol=0)
 
 
 def test_no_nodes():
@@ -153,3 +163,24 @@ def test_the_bought_once_path_has_the_general_loops_bits(merge, heads, readout):
             )  # fmt: skip
             outs.append(out)
         np.testing.assert_array_equal(outs[0].view(np.uint8), outs[1].view(np.uint8))
+
+
+def test_items_listed_twice_in_a_basket_as_the_tensor_path():
+    """Outside the data contract (ingestion drops repeats), but the two paths still agree: two
+    present rows at one timestamp, both visible, the timestamp counted once."""
+    rng = np.random.default_rng(8)
+    users = [[[4, 3, 4], [1, 1], [2, 1, 0]], [[5, 5, 5], [5], [6, 5, 6], [7]]]
+    users += [[rng.choice(6, size=4).tolist() for _ in range(int(rng.integers(2, 9)))] for _ in range(20)]
+    data = raw_basket_data(users, N_ITEMS)
+    inst = Instances(np.arange(len(users)), np.array([len(u) - 1 for u in users], dtype=np.int64))
+    batch = build_user_graphs(data, inst).collate(np.arange(len(users)))
+    times, node = batch.node_times.numpy(), np.repeat(np.arange(len(batch.node_count)), batch.node_count.numpy())
+    assert ((np.diff(times) == 0) & (np.diff(node) == 0)).any()  # a node twice at one timestamp
+    for merge, heads in (("concat", 3), ("mean", 2)):
+        att = MaskedTemporalSelfAttention(DIM, heads, merge).double().eval()
+        rows = torch.randn(batch.num_rows, DIM, dtype=torch.float64)
+        for w_agg in (torch.randn(DIM, dtype=torch.float64), None):
+            with torch.no_grad():
+                out = att.forward_nodes(rows, batch, w_agg)
+                ref = att.forward_aggregated(rows, batch.attention, len(batch.node_item), batch.node_len, w_agg)
+            torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-12)

@@ -293,8 +293,8 @@ def test_scatter_is_the_sequential_sum(length):
 
 
 def test_tifu_kernel_without_alphas():
-    """No α: nothing is kept; the scan path (a 30-item catalogue) clears own and mean without
-    an α's pass to do it."""
+    """No α: the kernel runs (the scan path, a 30-item catalogue, where own and mean are cleared
+    without an α's pass; not observable from outside a call) and keeps nothing."""
     from basketgnn.scoring.tifu import NeighbourIndex, pool_vectors
 
     data = skewed_data(3, 80, 30, 6)
