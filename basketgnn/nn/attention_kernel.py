@@ -42,17 +42,16 @@ _JIT = {**jit_options(__file__), "error_model": "numpy"}
 
 @numba.njit(**_JIT)
 def _bought_once(
-    qkv, r0, r1, p, L, w_agg, has_w, heads, d_head, mean_heads, scale, log_n, at, a, out
+    qkv, r0, r1, p, L, w_agg, has_w, heads, d_head, mean_heads, scale, log_n, s, vw, hw, out
 ):  # pragma: no cover - jit
     """:func:`attention_readout` of a node with one purchase (at p; keys: absent row r0,
     present row r1), with the general path's operations in the same order: the same bits.
+    One pass over t: each t's weights of every head, its readout weight a_t, then the heads'
+    sums over t so far (the general path's order: a_t over the heads, then each sum over t).
 
-    Shapes: a [heads, ≥ 2, ≥ L], at [≥ L] scratch; out [d_out] (the node's row)."""
+    Shapes: s [heads, ≥ 2, ≥ 2], vw [heads, ≥ 2], hw [heads, 4] scratch; out [d_out] (the
+    node's row)."""
     HD = heads * d_head
-    for k in range(out.shape[0]):
-        out[k] = 0.0
-    for t in range(L):
-        at[t] = 0.0
     for h in range(heads):
         q0, k0, v0 = h * d_head, HD + h * d_head, 2 * HD + h * d_head
         s00 = s01 = s10 = s11 = vw0 = vw1 = 0.0
@@ -64,7 +63,7 @@ def _bought_once(
             s10 += qkv[r1, q0 + i] * qkv[r0, k0 + i]
         for i in range(d_head):
             s11 += qkv[r1, q0 + i] * qkv[r1, k0 + i]
-        s00, s01, s10, s11 = s00 * scale, s01 * scale, s10 * scale, s11 * scale
+        s[h, 0, 0], s[h, 0, 1], s[h, 1, 0], s[h, 1, 1] = s00 * scale, s01 * scale, s10 * scale, s11 * scale
         if has_w:
             w0 = 0 if mean_heads else h * d_head
             for i in range(d_head):
@@ -73,36 +72,39 @@ def _bought_once(
                 vw1 += qkv[r1, v0 + i] * w_agg[w0 + i]
             if mean_heads:
                 vw0, vw1 = vw0 / heads, vw1 / heads
-        for t in range(L):
+        vw[h, 0], vw[h, 1] = vw0, vw1
+        hw[h, 2] = hw[h, 3] = 0.0  # the sums over t of a_t times each key's weight
+    for t in range(L):
+        total = 0.0
+        for h in range(heads):
             if t < p or (t == p and p == 0):  # one visible key: weight 1
                 a0, a1 = (1.0, 0.0) if t < p else (0.0, 1.0)
-                at[t] += vw0 if t < p else vw1
-                a[h, 0, t], a[h, 1, t] = a0, a1
-                continue
-            # query: the present row at t = p (absent timestamps: p), else the absent row (t)
-            l0 = (s10 if t == p else s00) + log_n[t]
-            l1 = s11 if t == p else s01
-            if l1 > l0:
-                e0, e1 = math.exp(l0 - l1), 1.0
+                total += vw[h, 0] if t < p else vw[h, 1]
             else:
-                e0, e1 = 1.0, math.exp(l1 - l0)
-            norm = 0.0
-            norm += e0
-            norm += e1
-            a0, a1 = e0 / norm, e1 / norm
-            a[h, 0, t], a[h, 1, t] = a0, a1
-            at[t] += a0 * vw0
-            at[t] += a1 * vw1
-    if not has_w:
-        for t in range(L):
-            at[t] = 1.0 if t == L - 1 else 0.0
+                # query: the present row at t = p (absent timestamps: p), else the absent row (t)
+                c = 1 if t == p else 0
+                l0 = s[h, c, 0] + log_n[t]
+                l1 = s[h, c, 1]
+                if l1 > l0:
+                    e0, e1 = math.exp(l0 - l1), 1.0
+                else:
+                    e0, e1 = 1.0, math.exp(l1 - l0)
+                norm = 0.0
+                norm += e0
+                norm += e1
+                a0, a1 = e0 / norm, e1 / norm
+                total += a0 * vw[h, 0]
+                total += a1 * vw[h, 1]
+            hw[h, 0], hw[h, 1] = a0, a1
+        at = total if has_w else (1.0 if t == L - 1 else 0.0)
+        for h in range(heads):
+            hw[h, 2] += hw[h, 0] * at
+            hw[h, 3] += hw[h, 1] * at
+    for k in range(out.shape[0]):
+        out[k] = 0.0
     for h in range(heads):
         v0 = 2 * HD + h * d_head
-        c0 = c1 = 0.0
-        for t in range(L):
-            c0 += a[h, 0, t] * at[t]
-        for t in range(L):
-            c1 += a[h, 1, t] * at[t]
+        c0, c1 = hw[h, 2], hw[h, 3]
         for i in range(d_head):
             z = 0.0
             z += c0 * qkv[r0, v0 + i]
@@ -141,6 +143,7 @@ def attention_readout(
     a = np.zeros((heads, max_d, max_l), np.float64)  # attention weights, keys-first
     at = np.empty(max_l, np.float64)
     cy = np.empty(max_d, np.float64)
+    hw = np.empty((heads, 4), np.float64)  # the two-key path's per-head weights and sums
     log_n = np.empty(max_l + 1, np.float64)  # log of each count of absent timestamps
     log_n[0] = -math.inf
     for i in range(1, max_l + 1):
@@ -152,7 +155,7 @@ def attention_readout(
         L = lengths[m]
         if P == 1 and once_path:  # bought once (most nodes): two keys, the same operations without the loops
             _bought_once(qkv, absent_row[m], node_rows[o], node_times[o], L, w_agg, has_w, heads, d_head,
-                         mean_heads, scale, log_n, at, a, out[m])  # fmt: skip
+                         mean_heads, scale, log_n, s, vw, hw, out[m])  # fmt: skip
             continue
         rows[0] = absent_row[m]
         for j in range(P):
