@@ -140,9 +140,8 @@ def attention_readout(
     rows = np.empty(max_d, np.int64)
     s = np.empty((heads, max_d, max_d), np.float64)  # s[h, query column, key column]
     vw = np.zeros((heads, max_d), np.float64)
-    a = np.zeros((heads, max_d, max_l), np.float64)  # attention weights, keys-first
-    at = np.empty(max_l, np.float64)
-    cy = np.empty(max_d, np.float64)
+    w = np.zeros((heads, max_d), np.float64)  # attention weights at the current t
+    cs = np.zeros((heads, max_d), np.float64)  # each key's sum over t of weight · a_t
     hw = np.empty((heads, 4), np.float64)  # the two-key path's per-head weights and sums
     log_n = np.empty(max_l + 1, np.float64)  # log of each count of absent timestamps
     log_n[0] = -math.inf
@@ -178,6 +177,9 @@ def attention_readout(
                     for i in range(d_head):
                         acc += qkv[ry, v0 + i] * w_agg[w0 + i]
                     vw[h, y] = acc / heads if mean_heads else acc
+        for h in range(heads):
+            for y in range(D):
+                cs[h, y] = 0.0
         seen = 0  # present keys visible at t
         times = 0  # distinct timestamps among them
         for t in range(L):
@@ -195,9 +197,9 @@ def attention_readout(
             if seen == 0 or (n_absent == 0 and seen == 1):  # one visible key: weight 1
                 y1 = 0 if seen == 0 else 1
                 for h in range(heads):
-                    for y in range(D):
-                        a[h, y, t] = 0.0
-                    a[h, y1, t] = 1.0
+                    for y in range(seen + 1):
+                        w[h, y] = 0.0
+                    w[h, y1] = 1.0
                     total += vw[h, y1]
             else:
                 log_absent = log_n[n_absent]
@@ -217,27 +219,25 @@ def attention_readout(
                             e = math.exp(s[h, c, 0] + log_absent - top) if n_absent > 0 else 0.0
                         else:
                             e = math.exp(s[h, c, y] - top)
-                        a[h, y, t] = e
+                        w[h, y] = e
                         norm += e
                     for y in range(seen + 1):
-                        a[h, y, t] /= norm
-                        total += a[h, y, t] * vw[h, y]
-                    for y in range(seen + 1, D):
-                        a[h, y, t] = 0.0
-            at[t] = total if has_w else (1.0 if t == L - 1 else 0.0)
+                        w[h, y] /= norm
+                        total += w[h, y] * vw[h, y]
+            at = total if has_w else (1.0 if t == L - 1 else 0.0)
+            # Each key's sum over t of its weight times a_t (keys not yet visible add nothing:
+            # their weight is 0, and the sums never hold -0.0).
+            for h in range(heads):
+                for y in range(seen + 1):
+                    cs[h, y] += w[h, y] * at
         for k in range(out.shape[1]):
             out[m, k] = 0.0
         for h in range(heads):
             v0 = 2 * HD + h * d_head
-            for y in range(D):
-                acc = 0.0
-                for t in range(L):
-                    acc += a[h, y, t] * at[t]
-                cy[y] = acc
             for i in range(d_head):
                 acc = 0.0
                 for y in range(D):
-                    acc += cy[y] * qkv[rows[y], v0 + i]
+                    acc += cs[h, y] * qkv[rows[y], v0 + i]
                 if mean_heads:
                     out[m, i] += acc / heads
                 else:
