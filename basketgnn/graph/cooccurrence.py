@@ -443,7 +443,6 @@ def build_user_graphs(
     entry_inst = basket_inst[entry_basket]
     item = baskets.values.astype(np.int64)
     present_offsets = _offsets(np.bincount(entry_inst, minlength=n))
-    entry_local = np.arange(len(item), dtype=np.int64) - present_offsets[:-1][entry_inst]
     targets = data.targets(instances.users, full_T) if with_targets else None
     if form == "factored" and compiled:
         node_key, entry_node, node_present, node_offsets, max_c, *b = build_kernel.factored_graphs(
@@ -461,6 +460,7 @@ def build_user_graphs(
             left_out_baskets=int((full_T - T).sum()),
             pair_offsets=b[0], pair_row=b[1], pair_slot=b[2], slot_offsets=b[3],
         )  # fmt: skip
+    entry_local = np.arange(len(item), dtype=np.int64) - present_offsets[:-1][entry_inst]
     # Nodes: distinct (instance, item), sorted by instance then item.
     node_key, entry_node = np.unique(entry_inst * data.n_items + item, return_inverse=True)
     node_inst = node_key // data.n_items

@@ -65,8 +65,8 @@ from basketgnn.scoring.tifu import (
     SparseScores,
     TifuParams,
     capped_pool,
-    customer_codes,
     customer_vectors,
+    pool_codes,
     pool_vectors,
     query_codes,
     tune_tifu,
@@ -105,10 +105,9 @@ class TifuScorer:
             raise ValueError(f"top must be >= 1, got {top}")
         self.vectors, self.params, self.top = vectors, params, int(top)
         self.customer_ids = np.asarray(customer_ids).astype(str)
-        pool_codes, _ = customer_codes(self.customer_ids, np.zeros(0, dtype=str))
-        self._distinct_ids = np.unique(self.customer_ids)  # sorted: the codes' order (query_codes)
+        self._distinct_ids, codes = pool_codes(self.customer_ids)  # sorted ids: query_codes reads them
         # float64 search: the same neighbours as TifuKnn, tie for tie.
-        self._index = NeighbourIndex(vectors, pool_codes, dtype=np.float64)
+        self._index = NeighbourIndex(vectors, codes, dtype=np.float64)
 
     @classmethod
     def build(cls, data: BasketData, train: Instances, params: TifuParams, top: int = DEFAULT_TOP) -> TifuScorer:

@@ -309,6 +309,18 @@ def _neighbour_sum(u, neighbours, w, own_ptr, pool_ptr, pool_idx, pool_val, mean
 
 
 @numba.njit(**_JIT)
+def _list_own(u, own_ptr, own_idx, seen, cand, n_cand):  # pragma: no cover - jit
+    """u's own items appended to cand[n_cand:] unless already flagged in ``seen`` (then
+    flagged; branch-free). Returns the new n_cand."""
+    for e in range(own_ptr[u], own_ptr[u + 1]):
+        i = own_idx[e]
+        cand[n_cand] = i
+        n_cand += 1 - seen[i]
+        seen[i] = 1
+    return n_cand
+
+
+@numba.njit(**_JIT)
 def _neighbour_mean(u, neighbours, w, own_ptr, own_idx, own, pool_ptr, pool_idx, pool_val, mean, seen, cand):  # pragma: no cover - jit
     """mean += Σ w · v_p over ``neighbours`` (ascending rows), and the candidate items (the
     neighbours' and u's own, ``own`` already set) in cand[:n], listed as they come, or by a
@@ -322,11 +334,7 @@ def _neighbour_mean(u, neighbours, w, own_ptr, own_idx, own, pool_ptr, pool_idx,
             cand[n_cand] = i
             n_cand += (mean[i] != 0.0) | (own[i] != 0.0)  # both are > 0 where set
     else:
-        for e in range(own_ptr[u], own_ptr[u + 1]):
-            i = own_idx[e]
-            cand[n_cand] = i
-            n_cand += 1 - seen[i]
-            seen[i] = 1
+        n_cand = _list_own(u, own_ptr, own_idx, seen, cand, n_cand)
     return n_cand
 
 
@@ -506,11 +514,7 @@ def tifu_kept_scores(
                 mean[:] = 0.0
                 own[:] = 0.0
             continue
-        for e in range(own_ptr[u], own_ptr[u + 1]):  # then u's own items
-            i = own_idx[e]
-            cand[n_cand] = i
-            n_cand += 1 - seen[i]
-            seen[i] = 1
+        n_cand = _list_own(u, own_ptr, own_idx, seen, cand, n_cand)  # then u's own items
         for a in range(n_alpha):
             n_pos = _fused_positive(cand, n_cand, own, mean, alphas[a], keys, fused_items)
             for c in range(n_pos):

@@ -441,8 +441,15 @@ def customer_codes(pool_ids: np.ndarray, query_ids: np.ndarray) -> tuple[np.ndar
 
     Shapes: pool_ids [P], query_ids [n] -> ([P] int64, [n] int64).
     """
-    ids, pool_codes = np.unique(np.asarray(pool_ids).astype(str), return_inverse=True)
-    return pool_codes.astype(np.int64), query_codes(ids, query_ids)
+    ids, pool = pool_codes(pool_ids)
+    return pool, query_codes(ids, query_ids)
+
+
+def pool_codes(pool_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`customer_codes`' pool half: the pool's distinct ids (sorted, str; what
+    :func:`query_codes` reads) and each pool row's code. Shapes: pool_ids [P] -> ([D], [P] int64)."""
+    ids, codes = np.unique(np.asarray(pool_ids).astype(str), return_inverse=True)
+    return ids, codes.astype(np.int64)
 
 
 def query_codes(ids: np.ndarray, query_ids: np.ndarray) -> np.ndarray:
