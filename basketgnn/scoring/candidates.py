@@ -23,7 +23,7 @@ the values are computed with the same float64 operations as the dense fusion
 (``fusion.fuse``: (1 − λ) · sigmoid(s), then + a), so scores agree bit for bit.
 
 G_u is found without sorting per customer: walk the global order, skipping S_u's items, until
-k items are taken (``kernels.candidate_top_k``, customer by customer, the best k kept in a sorted
+k items are taken (``topk_kernel.candidate_top_k``, customer by customer, the best k kept in a sorted
 list as they come).
 
 Shapes in this module: n customers, I items, k cut-off.
@@ -35,8 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from basketgnn.scoring import kernels
-from basketgnn.scoring.tifu import SparseScores
+from basketgnn.scoring.sparse import SparseScores
+from basketgnn.scoring.topk_kernel import candidate_top_k
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
@@ -123,7 +123,7 @@ def fused_top_k(
     else:
         add_ptr, add_items, add_values = np.zeros(n + 1, np.int64), np.zeros(0, np.int64), np.zeros(0)
     order = np.lexsort((np.arange(n_items), -shared))  # (g desc, item asc)
-    items, values = kernels.candidate_top_k(
+    items, values = candidate_top_k(
         shared, order, scores.offsets, np.asarray(scores.items, np.int64), own, add_ptr,
         np.asarray(add_items, np.int64), add_values, k,
     )  # fmt: skip

@@ -56,13 +56,12 @@ import numpy as np
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
 from basketgnn.metrics import ranking_metrics, top_k
-from basketgnn.scoring import kernels
 from basketgnn.scoring.candidates import SharedScores, fused_top_k, sigmoid
+from basketgnn.scoring.sparse import SparseScores
 from basketgnn.scoring.tifu import (
     DEFAULT_POOL_CAP,
     NeighbourIndex,
     SparseRows,
-    SparseScores,
     TifuParams,
     capped_pool,
     customer_vectors,
@@ -71,6 +70,7 @@ from basketgnn.scoring.tifu import (
     query_codes,
     tune_tifu,
 )
+from basketgnn.scoring.topk_kernel import fused_top_k_dense
 from basketgnn.scoring.transitions import OPTIONS as TRANSITION_OPTIONS
 from basketgnn.scoring.transitions import TransitionOption, TransitionScorer
 
@@ -541,9 +541,9 @@ def _ranked_fused(
 ) -> np.ndarray:
     """``top_k(_fuse_normalised(model, normalised, addend, weight), k)`` for 0 < weight, from
     each row's addend items and the start of its ``prefix`` (its items by normalised score,
-    desc, item asc: ``kernels.fused_top_k_dense``); rows whose prefix is too short take the
+    desc, item asc: ``topk_kernel.fused_top_k_dense``); rows whose prefix is too short take the
     dense path. Shapes: model, normalised [c, I]; prefix [c, W] -> [c, k] int64."""
-    items, dense = kernels.fused_top_k_dense(
+    items, dense = fused_top_k_dense(
         normalised, prefix, addend.offsets, np.asarray(addend.items, np.int64),
         np.asarray(addend.values, np.float64), float(weight), int(k), weight == 1,
     )  # fmt: skip

@@ -23,14 +23,14 @@ sequence) nearest to v_u in Euclidean distance, never u itself. Then
 **Computation.** Vectors are sparse rows (CSR, numpy) built for all instances at once. Query
 instances are processed in chunks: distances come from ``||q||² + ||t||² − 2 q·t`` with one
 sparse(query) × sparse(pool) product (an inverted index: each query touches only the pool
-entries of its own items), neighbours from an exact top-k (ties at equal distance go to the lower pool row), and
-the neighbour mean from the neighbours' own entries (W · V with W the chunk's [c, P] averaging
-weights, k entries a row, a scipy CSR product). Both sums are taken in a fixed order (ascending
+entries of its own items), neighbours from an exact top-k (ties at equal distance go to the
+lower pool row), and the neighbour mean from the neighbours' own entries (W · V with W the
+chunk's [c, P] averaging weights, k entries a row, a scipy CSR product). Both sums are taken in a fixed order (ascending
 item, resp. pool row), whatever the chunk. Chunks are sized so that no dense block exceeds 256K
 elements (it stays in cache); nothing of size [P, I] is ever dense. TIFU-KNN's dense scores and
 the neighbour add-on use this batch code; tuning (:meth:`NeighbourIndex.ranked`) and the fusion's
 scores (:meth:`NeighbourIndex.kept_scores`) get the same bits customer by customer from compiled
-kernels (:mod:`basketgnn.scoring.kernels`).
+kernels (:mod:`basketgnn.scoring.tifu_kernel`).
 
 **Tuning** (:func:`tune_tifu`): a two-stage grid search maximising the mean of NDCG@10 and
 NDCG@20 on validation targets: first (m, r_b, r_g) with the starting k and α, then (k, α) with
@@ -53,8 +53,9 @@ import torch
 
 from basketgnn.data.dataset import BasketData, Histories, _offsets, ranges
 from basketgnn.data.split import Instances
-from basketgnn.metrics import ranking_metrics, top_k
-from basketgnn.scoring import kernels
+from basketgnn.metrics import ranking_metrics
+from basketgnn.scoring.sparse import SparseScores
+from basketgnn.scoring.tifu_kernel import decayed_rows, tifu_kept_scores, tifu_ranked
 
 #: Default tuning grid; any key may be overridden.
 DEFAULT_GRID: dict[str, tuple[float, ...]] = {
@@ -67,14 +68,13 @@ DEFAULT_GRID: dict[str, tuple[float, ...]] = {
 #: Validation objective: mean NDCG at these cut-offs.
 TUNE_KS: tuple[int, ...] = (10, 20)
 # Elements of one dense [chunk, n_items] or [chunk, n_train] block (float64: 2 MiB): the
-# dozen passes over each block stay in the core's cache (1 << 22 was 1.4x slower on TaFeng).
+# dozen passes over each block stay in the core's cache.
 _CHUNK_ELEMENTS = 1 << 18
 
 
-#: Default size of the neighbour pool (:func:`capped_pool`): searches stay exact up to 20,000
-#: training customers (DC, TaFeng and the realistic export: their published numbers are
-#: unchanged) and cost O(n · 20,000) beyond, not O(n · N). None = every training customer.
-#: Measured in BENCHMARKS.md §11 (benchmarks/bench_pool_cap.py).
+#: Default size of the neighbour pool (:func:`capped_pool`): searches are exact up to 20,000
+#: training customers (as on DC, TaFeng and the realistic export, whose published numbers they
+#: reproduce) and cost O(n · 20,000) beyond, not O(n · N). None = every training customer.
 DEFAULT_POOL_CAP: int | None = 20_000
 
 
@@ -109,97 +109,6 @@ def capped_pool(train: Instances, cap: int | None, seed: int = 0) -> Instances:
         return train
     keep = np.sort(np.random.default_rng(seed).choice(len(train), size=cap, replace=False))
     return Instances(np.asarray(train.users)[keep], np.asarray(train.n_history)[keep])
-
-
-@dataclass(frozen=True)
-class SparseScores:
-    """Each instance's kept scores as CSR rows (neighbour or TIFU scores).
-
-    Shapes: offsets [n + 1] int64; items [nnz] int64 (ascending in a row); values [nnz] float.
-    """
-
-    offsets: np.ndarray
-    items: np.ndarray
-    values: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.offsets) - 1
-
-    def rows(self, start: int, stop: int) -> SparseScores:
-        """Instances start..stop-1 as their own SparseScores."""
-        lo, hi = self.offsets[start], self.offsets[stop]
-        return SparseScores(self.offsets[start : stop + 1] - lo, self.items[lo:hi], self.values[lo:hi])
-
-    @classmethod
-    def top_scaled(cls, x: np.ndarray, top: int, dtype: type = np.float32) -> SparseScores:
-        """Each row's ``top`` largest positive entries (ties: :func:`keep_top`) divided by the
-        row's largest entry, so in (0, 1]. Shapes: x [c, I] -> c rows."""
-        c, n_items = x.shape
-        if top >= n_items:
-            keep = x > 0  # [c, I]
-            peak = x.max(axis=1) if n_items else np.zeros(c, x.dtype)  # [c]
-            r, i = np.nonzero(keep)  # row-major: each row's items ascending
-            values = x[r, i].astype(dtype) / peak[r].astype(dtype)
-            return cls(_offsets(np.bincount(r, minlength=c)), i.astype(np.int64), values)
-        cols = np.sort(top_k(x, top), axis=1)  # [c, top] the kept items (keep_top's), ascending
-        kept = np.take_along_axis(x, cols, axis=1)  # [c, top]
-        peak = kept.max(axis=1)  # [c] the row's largest entry is always kept
-        r, j = np.nonzero(kept > 0)
-        values = kept[r, j].astype(dtype) / peak[r].astype(dtype)
-        return cls(_offsets(np.bincount(r, minlength=c)), cols[r, j].astype(np.int64), values)
-
-    @classmethod
-    def from_buffers(cls, offsets: np.ndarray, items: np.ndarray, values: np.ndarray) -> SparseScores:
-        """Rows written into buffers longer than needed (a kernel's output): their used part,
-        copied when under half of the buffer is used. Shapes: offsets [n + 1] -> n rows."""
-        nnz = int(offsets[-1])
-        if 2 * nnz < len(items):
-            return cls(offsets, items[:nnz].copy(), values[:nnz].copy())
-        return cls(offsets, items[:nnz], values[:nnz])
-
-    @classmethod
-    def concat(cls, parts: Sequence[SparseScores]) -> SparseScores:
-        """Consecutive blocks of rows as one."""
-        if not parts:
-            return cls(np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64))
-        lengths = np.concatenate([np.diff(p.offsets) for p in parts])
-        return cls(
-            _offsets(lengths),
-            np.concatenate([p.items for p in parts]),
-            np.concatenate([p.values for p in parts]),
-        )
-
-    def scaled(self, weight: float) -> SparseScores:
-        """weight · self (the same rows and items). Shapes: n rows -> n rows."""
-        return SparseScores(self.offsets, self.items, weight * self.values)
-
-    @classmethod
-    def weighted_sum(cls, parts: Sequence[tuple[float, SparseScores]]) -> SparseScores:
-        """Σ weight · scores over ``parts`` (rows of the same instances), on the union of each
-        row's items, ascending: for two parts (0 + w_a · a) + w_b · b with a missing entry 0
-        (``kernels.weighted_union``), so an item kept by one part only gets that part's weighted
-        value exactly; more parts are added one at a time (with weight 1 on the running sum,
-        the same float operations as summing them in ``parts``' order).
-
-        Shapes: parts of n rows each -> n rows.
-        """
-        if any(len(p) != len(parts[0][1]) for _, p in parts):
-            raise ValueError("weighted_sum needs parts with the same rows")
-        if len(parts) == 1:
-            return parts[0][1].scaled(parts[0][0])
-        (wa, total), rest = parts[0], parts[1:]
-        for wb, b in rest:
-            total = cls.from_buffers(*kernels.weighted_union(
-                total.offsets, total.items, total.values, float(wa), b.offsets, b.items, b.values, float(wb)
-            ))  # fmt: skip
-            wa = 1.0
-        return total
-
-    def add_to(self, dense: np.ndarray, weight: float) -> np.ndarray:
-        """dense + weight · self, in place. Shapes: dense [n, I] -> [n, I]."""
-        rows = np.repeat(np.arange(len(self)), np.diff(self.offsets))
-        dense[rows, self.items] += weight * self.values  # (row, item) pairs are distinct
-        return dense
 
 
 @dataclass(frozen=True)
@@ -269,7 +178,7 @@ def customer_vectors(
 
     # Per instance and item, the weights of its entries summed in entry order (compiled; the
     # same bits as np.bincount over np.unique's (instance, item) keys).
-    indptr, items, values = kernels.decayed_rows(
+    indptr, items, values = decayed_rows(
         np.asarray(histories.basket_offsets, np.int64), np.asarray(histories.baskets.offsets, np.int64),
         np.asarray(histories.baskets.values, np.int64), weight.astype(np.float64), int(n_items),
     )  # fmt: skip
@@ -335,12 +244,12 @@ class NeighbourIndex:
     ) -> dict[float, SparseScores]:
         """Each query's TIFU score for each α, its ``top`` largest positive entries divided by
         its largest one: ``SparseScores.top_scaled(combine(own, mean(nearest(own)), α))``
-        with the same bits, computed customer by customer (``scoring.kernels``; float64
+        with the same bits, computed customer by customer (``scoring.tifu_kernel``; float64
         index only).
 
         Shapes: own SparseRows [n, I], query_users [n] -> {α: SparseScores of n rows}.
         """
-        offsets, items, values = kernels.tifu_kept_scores(
+        offsets, items, values = tifu_kept_scores(
             *self._kernel_inputs(own, query_users), int(k), np.asarray(alphas, dtype=np.float64), int(top), own.n_cols
         )
         return {alpha: SparseScores.from_buffers(offsets[a], items[a], values[a]) for a, alpha in enumerate(alphas)}
@@ -350,13 +259,13 @@ class NeighbourIndex:
     ) -> np.ndarray:
         """Each query's first ``cut`` items by TIFU score for every (k, α):
         ``metrics.top_k(combine(own, mean(nearest(own)[:, :k]), α), cut)`` with the same items,
-        customer by customer (``scoring.kernels``; float64 index only).
+        customer by customer (``scoring.tifu_kernel``; float64 index only).
 
         Shapes: own SparseRows [n, I], query_users [n], ks ascending -> [K, A, n, cut] int64.
         """
         if (own.values < 0).any() or (self._rows.data < 0).any():
             raise ValueError("TIFU vectors have negative entries (decays r_b, r_g must be >= 0)")
-        return kernels.tifu_ranked(
+        return tifu_ranked(
             *self._kernel_inputs(own, query_users), np.asarray(ks, np.int64),
             np.asarray(alphas, dtype=np.float64), int(cut), own.n_cols,
         )  # fmt: skip

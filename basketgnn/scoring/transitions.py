@@ -21,7 +21,7 @@ entries (ties: the lower item), so the matrix holds at most I · row_top entries
 and its transition score is t_u = h_u S [I]. With ``explore_only`` the customer's own items are
 set to 0 (the score then only ranks new items). Each row keeps its ``top`` largest positive
 entries divided by its largest one, so t is in (0, 1] like TIFU-KNN's fused score
-(:class:`basketgnn.scoring.tifu.SparseScores`).
+(:class:`basketgnn.scoring.sparse.SparseScores`).
 
 **Known bias on temporal splits.** The pool holds each training instance's baskets up to its
 target, and on a temporal split the validation customers are those same customers one basket
@@ -43,8 +43,8 @@ import scipy.sparse as sp
 
 from basketgnn.data.dataset import BasketData, Histories, _offsets
 from basketgnn.data.split import Instances
-from basketgnn.scoring import kernels
-from basketgnn.scoring.tifu import SparseScores
+from basketgnn.scoring.sparse import SparseScores
+from basketgnn.scoring.transitions_kernel import transition_kept_scores
 
 #: Entries kept per row of the transition matrix (memory: at most I · ROW_TOP entries).
 #: TaFeng's rows hold 270 entries on average: 1000 keeps almost all of them.
@@ -166,7 +166,7 @@ class TransitionScorer:
         n_baskets = np.diff(hist.basket_offsets)  # [n]
         owner = np.repeat(np.arange(len(users)), n_baskets)  # [B]
         age = hist.basket_offsets[owner + 1] - 1 - np.arange(len(owner))  # [B] 0 = last
-        offsets, items, values = kernels.transition_kept_scores(
+        offsets, items, values = transition_kept_scores(
             hist.basket_offsets, np.asarray(hist.baskets.offsets, np.int64),
             np.asarray(hist.baskets.values, np.int64), np.power(float(option.decay), age),
             *self._kernel_matrix, option.explore_only, top, data.n_items,

@@ -15,7 +15,7 @@ import scipy.sparse as sp
 
 from basketgnn.data.dataset import _offsets, from_sequences
 from basketgnn.data.split import Instances
-from basketgnn.scoring import kernels
+from basketgnn.scoring import select_kernel
 from basketgnn.scoring.fusion import TifuScorer
 from basketgnn.scoring.tifu import (
     SparseScores,
@@ -175,7 +175,7 @@ def test_smallest_is_the_first_m_of_a_sort_by_key_then_id(count, m, ids_order, k
     300 until every key is kept)."""
     rng = np.random.default_rng(count + m)
     periodic = np.ones(count)
-    periodic[:: max(1, count // kernels._SAMPLE)] = np.round(rng.random(len(periodic[:: max(1, count // kernels._SAMPLE)])) * 3) / 10
+    periodic[:: max(1, count // select_kernel.SAMPLE)] = np.round(rng.random(len(periodic[:: max(1, count // select_kernel.SAMPLE)])) * 3) / 10
     keys = {
         "ties": np.round(rng.random(count) * 20) / 20,
         "distinct": rng.random(count),
@@ -185,7 +185,7 @@ def test_smallest_is_the_first_m_of_a_sort_by_key_then_id(count, m, ids_order, k
     }[keys_kind]
     ids = np.arange(count) * 3 if ids_order == "ascending" else rng.permutation(count * 3)[:count]
     pos, out, work = np.empty(max(count, 1), np.int64), np.empty(max(m, 1), np.int64), np.empty(max(count, 1))
-    n = kernels._smallest(keys, ids.astype(np.int64), count, m, pos, out, work)
+    n = select_kernel.smallest_positions(keys, ids.astype(np.int64), count, m, pos, out, work)
     want = sorted(sorted(range(count), key=lambda c: (keys[c], ids[c]))[:m])
     assert n == min(count, m)
     assert out[:n].tolist() == want
@@ -273,7 +273,7 @@ def test_select_is_the_kth_of_a_sort(n, ties):
     a = np.round(rng.random(n) * 5) / 5 if ties else rng.random(n)
     for k in range(0, n, max(1, n // 40)):
         work = a.copy()
-        assert kernels._select(work, n, k) == np.sort(a)[k]
+        assert select_kernel.kth_smallest(work, n, k) == np.sort(a)[k]
         np.testing.assert_array_equal(np.sort(work), np.sort(a))  # only reordered
 
 
@@ -286,7 +286,7 @@ def test_scatter_is_the_sequential_sum(length):
     val = rng.random(length + 3).astype(np.float32)
     got = rng.random(4)
     want = got.copy()
-    kernels._scatter(got, idx, val, 2, 2 + length, 0.3)
+    select_kernel.scatter_add(got, idx, val, 2, 2 + length, 0.3)
     for e in range(2, 2 + length):
         want[idx[e]] += 0.3 * np.float64(val[e])
     np.testing.assert_array_equal(got.view(np.int64), want.view(np.int64))
