@@ -1,4 +1,5 @@
-"""Fusing any model's scores with TIFU-KNN's whole score, the weight chosen on validation.
+"""Fusing any model's scores with TIFU-KNN's whole score: :class:`ScoreFusion`, the fusion
+chosen on validation (:mod:`basketgnn.scoring.fusion_choice`), and how it fuses.
 
 For a customer u and item i, with s_{u,i} the trained model's score and t_{u,i} TIFU-KNN's score
 (:mod:`basketgnn.scoring.tifu`: α · own decayed frequency + (1 − α) · neighbour mean), both are
@@ -13,24 +14,11 @@ and items are ranked by the convex combination
     f_{u,i} = (1 − λ) · p_{u,i} + λ · q_{u,i}   [+ ν · t_{u,i}].
 
 λ = 0 is the model alone (its own scores are returned untouched) and λ = 1 is TIFU-KNN alone
-(its ranking, tie for tie, over the kept entries). The optional third term (``transitions``;
-issue 11) is the customer's item-transition score t in (0, 1]
-(:mod:`basketgnn.scoring.transitions`: what the pool's customers buy in the basket after one
-holding the customer's items), a personalised score for items the customer has not bought;
-its weight ν and how t is read (history decay, new items only or not) are chosen with λ, for
-λ > 0 at TIFU's tuned α. :func:`choose_fusion` tunes TIFU-KNN's hyperparameters on the
-validation customers exactly as ``TifuKnn`` does (mean NDCG@10,20), then picks (λ, α) from a
-grid that contains both ends, by the mean of recall, NDCG and PHR at 10 and 20 on the same
-validation customers. Ties go to the smaller λ, then to TIFU's tuned α.
-By default (rule "floor") only points that are at least as good as TIFU-KNN alone (λ = 1 at its
-tuned α) on *each* of those six validation metrics are eligible: TIFU-KNN is what a retailer
-already runs, so the default never trades one of its metrics for another. Among the eligible
-points a fused one (0 < λ < 1, or TIFU at another α) is only taken when it beats the better
-eligible part alone by more than one standard error of the paired per-customer difference (the
-one-standard-error rule: prefer the simpler choice when the gain is within noise); otherwise
-that part alone is used. So the fused model is at least as good on validation as TIFU-KNN on
-every metric, and as the better of its two parts on the criterion. Rule "1se" drops the
-per-metric floor (the choice before it), rule "best" takes the grid's argmax.
+(its ranking, tie for tie, over the kept entries). The optional third term (``transitions``)
+is the customer's item-transition score t in (0, 1] (:mod:`basketgnn.scoring.transitions`:
+what the pool's customers buy in the basket after one holding the customer's items), a
+personalised score for items the customer has not bought; its weight ν and how t is read
+(history decay, new items only or not) are chosen with λ, for λ > 0 at TIFU's tuned α.
 
 Only each customer's ``top`` largest entries of q are kept (CSR), so memory is O(n · top) and
 not O(n · I); λ = 1 therefore equals TIFU-KNN's ranking on the first ``top`` positions. The
@@ -48,18 +36,16 @@ Shapes in this module: n instances, P pool customers, I items.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
-from basketgnn.metrics import ranking_metrics, top_k
 from basketgnn.scoring.candidates import SharedScores, fused_top_k, sigmoid
 from basketgnn.scoring.sparse import SparseScores
 from basketgnn.scoring.tifu import (
-    DEFAULT_POOL_CAP,
     NeighbourIndex,
     SparseRows,
     TifuParams,
@@ -68,24 +54,13 @@ from basketgnn.scoring.tifu import (
     pool_codes,
     pool_vectors,
     query_codes,
-    tune_tifu,
 )
-from basketgnn.scoring.topk_kernel import fused_top_k_dense
-from basketgnn.scoring.transitions import OPTIONS as TRANSITION_OPTIONS
 from basketgnn.scoring.transitions import TransitionOption, TransitionScorer
 
-#: Fusion weights λ tried on validation; 0 (model alone) and 1 (TIFU-KNN alone) are the ends.
-FUSION_WEIGHTS: tuple[float, ...] = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
-#: TIFU α values tried beside the tuned one (0: the neighbour mean alone).
-FUSION_ALPHAS: tuple[float, ...] = (0.0, 0.2, 0.5, 0.8)
-#: Item-transition weights ν tried beside 0 (with ``transitions``), for every λ > 0.
-TRANSITION_WEIGHTS: tuple[float, ...] = (0.02, 0.05, 0.1)
-#: The validation metrics whose mean at 10 and 20 picks (λ, α).
-CRITERION: tuple[str, ...] = ("recall", "ndcg", "phr")
-CRITERION_KS: tuple[int, ...] = (10, 20)
 #: TIFU entries kept per customer.
 DEFAULT_TOP = 200
-_CHUNK = 2048  # rows fused at a time (memory: chunk x I float64)
+#: Rows fused at a time (memory: chunk x I float64).
+DEFAULT_CHUNK = 2048
 
 Transform = Literal["sigmoid", "minmax"]
 
@@ -183,10 +158,10 @@ def fuse(
         return scores
     if addend is None and tifu is not None:
         addend = tifu.scaled(weight)
-    return _fuse_normalised(scores, None if weight == 1 else normalise(scores, transform), addend, weight)
+    return fuse_normalised(scores, None if weight == 1 else normalise(scores, transform), addend, weight)
 
 
-def _fuse_normalised(
+def fuse_normalised(
     scores: np.ndarray, normalised: np.ndarray | None, addend: SparseScores | None, weight: float
 ) -> np.ndarray:
     """:func:`fuse` for 0 < weight with ``normalised`` = normalise(scores) made once (None when
@@ -200,7 +175,7 @@ def _fuse_normalised(
 @dataclass(frozen=True)
 class FusionPoint:
     """One grid point: fusion weight λ, TIFU α, its validation criterion and the validation
-    metrics it averages ({"recall@10": …}; None in checkpoints written before they were kept)."""
+    metrics it averages ({"recall@10": …}; None when a checkpoint does not hold them)."""
 
     weight: float
     alpha: float
@@ -226,7 +201,7 @@ class ScoreFusion:
     tifu_validation: float | None = None
     #: TIFU-KNN's parameters as tuned (or given), before the grid's choice of α.
     tuned_tifu: TifuParams | None = None
-    #: How the grid's best point compared with the better part alone (see choose_fusion's rule).
+    #: How the grid's best point compared with the better part alone (``fusion_choice.select_point``).
     selection: dict[str, Any] | None = None
     #: The item-transition term ν · t (None / 0: none).
     transitions: TransitionScorer | None = None
@@ -259,7 +234,7 @@ class ScoreFusion:
         data: BasketData,
         instances: Instances,
         prepared: SparseScores | None = None,
-        chunk: int = _CHUNK,
+        chunk: int = DEFAULT_CHUNK,
     ) -> np.ndarray:
         """The fused ranking scores of ``instances`` from the model's ``scores``
         (``prepared``: this fusion's :meth:`prepare` of the same instances, if already made).
@@ -336,7 +311,7 @@ class ScoreFusion:
             else ""
         )
         tifu = f"k={p['k']}, m={p['m']}, r_b={p['r_b']}, r_g={p['r_g']}, alpha={p['alpha']}"
-        if not extra:  # the line as it read before item transitions
+        if not extra:  # without transitions the reason shares the parameters' parenthesis
             return f"fusion with TIFU-KNN: weight {self.weight} ({tifu}; {why})"
         return f"fusion with TIFU-KNN: weight {self.weight} ({tifu}){extra}; {why}"
 
@@ -360,7 +335,7 @@ class ScoreFusion:
         if state.get("kind") != "tifu-fusion/1":
             raise ValueError(f"not a fusion state (kind {state.get('kind')!r})")
         scorer = None if state["scorer"] is None else TifuScorer.from_state(state["scorer"])
-        transitions = state.get("transitions")  # absent in checkpoints written before them
+        transitions = state.get("transitions")  # absent from a checkpoint without transitions
         option = state.get("transition_option")
         return cls(
             float(state["weight"]), state["transform"], scorer,
@@ -371,257 +346,3 @@ class ScoreFusion:
             float(state.get("transition_weight", 0.0)),
             None if option is None else TransitionOption(**option),
         )
-
-
-def validation_criterion(ranked: np.ndarray, data: BasketData, instances: Instances) -> float:
-    """Mean of recall, NDCG and PHR at 10 and 20 (the cut-offs that fit the catalogue).
-
-    Shapes: ranked [n, ≥ max cut-off] item indices, best first.
-    """
-    targets = data.targets(instances.users, instances.n_history)
-    cuts = criterion_ks(data.n_items)
-    m = ranking_metrics(ranked[:, : max(cuts)], targets.values, targets.offsets, data.n_items, ks=cuts)
-    return float(np.mean([m[f"{name}@{k}"] for name in CRITERION for k in cuts]))
-
-
-def criterion_ks(n_items: int) -> tuple[int, ...]:
-    return tuple(k for k in CRITERION_KS if k <= n_items) or (n_items,)
-
-
-def customer_criterion(ranked: np.ndarray, data: BasketData, instances: Instances) -> np.ndarray:
-    """Each instance's own mean of recall, NDCG and PHR at the criterion cut-offs (as
-    ``metrics.ranking_metrics`` defines them); their mean is :func:`validation_criterion`.
-
-    Shapes: ranked [n, ≥ max cut-off] item indices, best first -> [n] float64.
-    """
-    return _criterion(customer_metrics(ranked, data, instances))
-
-
-def customer_metrics(ranked: np.ndarray, data: BasketData, instances: Instances) -> dict[str, np.ndarray]:
-    """Each instance's own recall, NDCG and PHR at the criterion cut-offs, as
-    ``metrics.ranking_metrics`` defines them ({"recall@10": [n], "ndcg@10": [n], …}, cut-off
-    by cut-off).
-
-    Shapes: ranked [n, ≥ max cut-off] item indices, best first -> {name: [n] float64}.
-    """
-    n, n_items = len(instances), data.n_items
-    cuts = criterion_ks(n_items)
-    targets = data.targets(instances.users, instances.n_history)
-    owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(targets.offsets))
-    keys = np.unique(owner * n_items + targets.values.astype(np.int64))  # targets as sets
-    sizes = np.bincount(keys // n_items, minlength=n)  # [n]
-    ranked_keys = np.arange(n, dtype=np.int64)[:, None] * n_items + ranked[:, : max(cuts)]
-    hits = np.isin(ranked_keys, keys)  # [n, K]
-    gain = 1.0 / np.log2(np.arange(2, max(cuts) + 2))  # [K] DCG discount of each position
-    ideal = np.cumsum(gain)  # [K] ideal DCG of j + 1 relevant items
-    out: dict[str, np.ndarray] = {}
-    for k in cuts:
-        found = hits[:, :k]
-        out[f"recall@{k}"] = found.sum(axis=1) / sizes
-        out[f"ndcg@{k}"] = (found * gain[:k]).sum(axis=1) / ideal[np.minimum(sizes, k) - 1]
-        out[f"phr@{k}"] = found.any(axis=1).astype(np.float64)
-    return out
-
-
-def choose_fusion(
-    val_scores: np.ndarray,
-    data: BasketData,
-    train: Instances,
-    validate: Instances,
-    *,
-    transform: Transform = "sigmoid",
-    tifu: TifuParams | None = None,
-    weights: Sequence[float] = FUSION_WEIGHTS,
-    alphas: Sequence[float] = FUSION_ALPHAS,
-    top: int = DEFAULT_TOP,
-    tune_sample: int | None = 2000,
-    seed: int = 0,
-    chunk: int = _CHUNK,
-    rule: Literal["floor", "1se", "best"] = "floor",
-    pool_cap: int | None = DEFAULT_POOL_CAP,
-    transitions: bool = False,
-    transition_weights: Sequence[float] = TRANSITION_WEIGHTS,
-    transition_options: Sequence[TransitionOption] = TRANSITION_OPTIONS,
-) -> ScoreFusion:
-    """Choose the fusion of a trained model with TIFU-KNN on the validation customers.
-
-    Args:
-        val_scores: the trained model's scores of ``validate``, [n_val, I].
-        data, train, validate: the data, the training instances (TIFU's pool) and the
-            validation instances (whose targets choose).
-        transform: how the model's scores are put on [0, 1] ("sigmoid" for logits).
-        tifu: TIFU-KNN's hyperparameters; None tunes them on ``validate`` as TifuKnn does.
-        weights, alphas: the grid of λ and of α beside TIFU's own (module docstring).
-        top: TIFU entries kept per customer.
-        pool_cap: with ``tifu`` None, TIFU's neighbour pool cap while tuning and after
-            (``TifuParams.pool_cap``); a given ``tifu`` brings its own.
-        rule: "best": the grid point with the best criterion; "1se" (the one-standard-error
-            rule): that point only when it beats the better part alone (λ = 0, or λ = 1 at
-            TIFU's tuned α) by more than one standard error of the paired per-customer
-            difference, else that part alone; "floor" (the default): "1se" among the points
-            that are at least TIFU-KNN alone's on each validation metric (recall, NDCG and PHR
-            at 10 and 20). Each rule's choice is at least as good on the criterion as each
-            eligible part alone (see :func:`select_point`).
-        transitions: also try the item-transition term ν · t (module docstring): every λ > 0
-            at TIFU's tuned α with every ν of ``transition_weights`` and every way of reading t
-            of ``transition_options``, beside the points without it. The transition matrix is
-            built from the same (capped) pool as TIFU's.
-    """
-    if len(val_scores) != len(validate) or val_scores.shape[1] != data.n_items:
-        raise ValueError(f"validation scores {val_scores.shape} for {len(validate)} instances and {data.n_items} items")
-    tifu_validation = None
-    if tifu is None:
-        start = TifuParams(pool_cap=pool_cap)
-        tifu, tifu_validation = tune_tifu(data, train, validate, start, sample=tune_sample, seed=seed)
-    weights = sorted({float(w) for w in weights} | {0.0, 1.0})
-    alpha_list = [float(tifu.alpha)] + sorted({float(a) for a in alphas} - {float(tifu.alpha)})
-    scorer = TifuScorer.build(data, train, tifu, top)
-    by_alpha = scorer.scores(data, validate, alpha_list)
-    # Item transitions: extras[j] = (ν, option) for j >= 1; j = 0 is no transition term.
-    extras: list[tuple[float, TransitionOption] | None] = [None]
-    trans_scorer, by_option = None, {}
-    if transitions:
-        trans_scorer = TransitionScorer.build(data, capped_pool(train, tifu.pool_cap, tifu.pool_seed))
-        by_option = {o: trans_scorer.scores(data, validate, o) for o in transition_options}
-        extras += [(float(nu), o) for o in transition_options for nu in transition_weights if nu > 0]
-    cut = max(criterion_ks(data.n_items))
-    points = [(w, a, 0) for w in weights for a in alpha_list if w > 0 or a == alpha_list[0]]
-    points += [(w, alpha_list[0], j) for w in weights if w > 0 for j in range(1, len(extras))]
-    ranked = {key: np.empty((len(validate), cut), np.int64) for key in points}
-    widest = max([int(np.diff(s.offsets).max(initial=0)) for s in by_alpha.values()]
-                 + [int(np.diff(t.offsets).max(initial=0)) for t in by_option.values()])  # fmt: skip
-    for start in range(0, len(validate), chunk):
-        stop = min(start + chunk, len(validate))
-        model = val_scores[start:stop]
-        normalised = normalise(model, transform)  # once per chunk, not per grid point
-        # Each row's items by normalised score (desc, item asc), as far as the fused top-k of
-        # any grid point can need them (its addend items, then `cut` more and their ties).
-        prefix = top_k(normalised, min(data.n_items, cut + 2 * widest + 64))
-        q = by_alpha[alpha_list[0]].rows(start, stop)
-        t_rows = {o: t.rows(start, stop) for o, t in by_option.items()}
-        for w, a, j in points:  # the model alone (w = 0) does not depend on α: one point
-            if w == 0:
-                fused = model
-            else:
-                extra = extras[j]
-                if extra is None:
-                    addend = by_alpha[a].rows(start, stop).scaled(w)
-                else:  # λ q + ν t as ScoreFusion.prepare makes it
-                    addend = SparseScores.weighted_sum([(w, q), (extra[0], t_rows[extra[1]])])
-                ranked[w, a, j][start:stop] = _ranked_fused(model, normalised, prefix, addend, w, cut)
-                continue
-            ranked[w, a, j][start:stop] = top_k(fused, cut)
-    per_metric = {key: customer_metrics(ranked[key], data, validate) for key in points}  # {name: [n_val]} each
-    best_key, why = select_point(per_metric, points, alpha_list, rule)
-
-    def point(key: tuple[float, float, int]) -> FusionPoint:
-        extra = extras[key[2]]
-        return FusionPoint(
-            key[0], key[1], round(float(_criterion(per_metric[key]).mean()), 6),
-            {name: round(float(v.mean()), 6) for name, v in per_metric[key].items()},
-            0.0 if extra is None else extra[0], None if extra is None else asdict(extra[1]),
-        )
-
-    grid = [point(key) for key in points]
-    best_w, best_a, best_j = best_key
-    if best_w == 0:
-        return ScoreFusion(0.0, transform, None, grid, tifu_validation, tifu, why)
-    chosen = replace(tifu, alpha=best_a)
-    scorer = TifuScorer(scorer.vectors, scorer.customer_ids, chosen, top)
-    extra = extras[best_j]
-    return ScoreFusion(
-        best_w, transform, scorer, grid, tifu_validation, tifu, why,
-        None if extra is None else trans_scorer, 0.0 if extra is None else extra[0],
-        None if extra is None else extra[1],
-    )
-
-
-def _ranked_fused(
-    model: np.ndarray, normalised: np.ndarray, prefix: np.ndarray, addend: SparseScores, weight: float, k: int
-) -> np.ndarray:
-    """``top_k(_fuse_normalised(model, normalised, addend, weight), k)`` for 0 < weight, from
-    each row's addend items and the start of its ``prefix`` (its items by normalised score,
-    desc, item asc: ``topk_kernel.fused_top_k_dense``); rows whose prefix is too short take the
-    dense path. Shapes: model, normalised [c, I]; prefix [c, W] -> [c, k] int64."""
-    items, dense = fused_top_k_dense(
-        normalised, prefix, addend.offsets, np.asarray(addend.items, np.int64),
-        np.asarray(addend.values, np.float64), float(weight), int(k), weight == 1,
-    )  # fmt: skip
-    rows = np.flatnonzero(dense)
-    if len(rows):
-        sub = SparseScores.concat([addend.rows(int(r), int(r) + 1) for r in rows])
-        fused = _fuse_normalised(model[rows], None if weight == 1 else normalised[rows], sub, weight)
-        items[rows] = top_k(fused, k)
-    return items
-
-
-def _criterion(per_metric: dict[str, np.ndarray]) -> np.ndarray:
-    """Each customer's criterion from its metrics, summed in :func:`customer_metrics`' order
-    (bit for bit :func:`customer_criterion`). Shapes: {name: [n]} -> [n]."""
-    total = np.zeros(len(next(iter(per_metric.values()))))
-    for value in per_metric.values():
-        total += value
-    return total / len(per_metric)
-
-
-def select_point(
-    per_metric: dict[tuple, dict[str, np.ndarray]],
-    points: Sequence[tuple],
-    alphas: Sequence[float],
-    rule: str = "floor",
-) -> tuple[tuple, dict[str, Any]]:
-    """The grid point a rule keeps, and why (choose_fusion's last step, apart for tests).
-
-    ``points`` are (λ, α) pairs, or (λ, α, j) triples with j > 0 an extra term (item
-    transitions) and j = 0 none, with (0, alphas[0]) the model alone and (1, alphas[0]) TIFU-KNN
-    alone at its tuned α (j = 0); ``per_metric[point]`` each validation customer's metrics there.
-    Ties go to the smaller λ, then to the earlier α, then to no extra term. "best": the best
-    criterion. "1se": that point only when it beats the better part alone by more than one standard error of the
-    paired per-customer difference of the criterion, else that part. "floor": "1se" among the
-    points whose mean of every metric is at least TIFU-KNN alone's (TIFU-KNN always is).
-
-    Shapes: per_metric {point: {name: [n_val]}} -> (the chosen point, as given, record).
-    """
-    if rule not in ("floor", "1se", "best"):
-        raise ValueError(f"unknown rule {rule!r}; use 'floor', '1se' or 'best'")
-    criterion = {key: _criterion(per_metric[key]) for key in points}  # [n_val] each
-    means = {key: {name: float(v.mean()) for name, v in per_metric[key].items()} for key in points}
-
-    def extra(key: tuple) -> int:
-        return int(key[2]) if len(key) > 2 else 0
-
-    tifu_alone = next(key for key in points if key[0] == 1 and key[1] == alphas[0] and extra(key) == 0)
-
-    def order(key: tuple) -> tuple[float, float, int, int]:
-        return round(float(criterion[key].mean()), 6), -key[0], -list(alphas).index(key[1]), -extra(key)
-
-    eligible = list(points)
-    if rule == "floor":
-        floor = means[tifu_alone]
-        eligible = [key for key in points if all(means[key][name] >= floor[name] for name in floor)]
-    best = max(eligible, key=order)
-    part = max((key for key in eligible if key[0] == 0 or key == tifu_alone), key=order)
-    diff = criterion[best] - criterion[part]  # [n_val]
-    se = float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
-    gain = float(diff.mean())
-    if rule != "best" and best != part and gain <= se:
-        best = part
-    why: dict[str, Any] = {"rule": rule, "gain_over_better_part": round(gain, 6), "standard_error": round(se, 6)}
-    if rule == "floor":
-        why["eligible"] = len(eligible)
-    return best, why
-
-
-def fusion_choice(fusion: ScoreFusion) -> dict[str, Any]:
-    """The choice as a plain record, in the shape of the neighbour choice it replaces
-    (``weight``, ``k`` (None when off), ``grid``) plus the TIFU parameters, the validation
-    criterion of the winner and of each part alone, and a one-line ``description``."""
-    summary = fusion.summary()
-    return {
-        "kind": "tifu-fusion",
-        "weight": fusion.weight,
-        "k": None if summary["tifu"] is None else summary["tifu"]["k"],
-        **summary,
-        "description": fusion.describe(),
-        "grid": [asdict(g) for g in fusion.grid],
-    }

@@ -14,10 +14,8 @@ from basketgnn.data.dataset import from_sequences
 from basketgnn.data.split import Instances, make_split
 from basketgnn.metrics import ranking_metrics, top_k
 from basketgnn.recommenders.tifu_knn import TifuKnn
-from basketgnn.scoring.fusion import (
-    FusionPoint,
-    ScoreFusion,
-    TifuScorer,
+from basketgnn.scoring.fusion import FusionPoint, ScoreFusion, TifuScorer
+from basketgnn.scoring.fusion_choice import (
     choose_fusion,
     customer_criterion,
     customer_metrics,
@@ -137,7 +135,7 @@ def test_choice_includes_both_ends_and_is_at_least_as_good_as_either():
 
 
 def test_tuned_tifu_equals_tifu_knns_own_tuning(monkeypatch):
-    import basketgnn.scoring.fusion as fusion_module
+    import basketgnn.scoring.fusion_choice as fusion_module
 
     data = random_data(4, n_users=60)
     sp = make_split(data, "temporal")
@@ -197,7 +195,7 @@ def test_one_standard_error_rule_keeps_a_part_unless_fusing_clearly_helps():
 
 
 def test_a_pool_cap_bounds_tifus_tuning_and_the_chosen_scorer(monkeypatch):
-    import basketgnn.scoring.fusion as fusion_module
+    import basketgnn.scoring.fusion_choice as fusion_module
 
     data = random_data(3, n_users=80)
     sp = make_split(data, "temporal")

@@ -14,7 +14,8 @@ from basketgnn.data.dataset import from_sequences
 from basketgnn.data.split import Instances, make_split
 from basketgnn.metrics import top_k
 from basketgnn.scoring.candidates import SharedScores, fused_top_k, sigmoid
-from basketgnn.scoring.fusion import ScoreFusion, TifuScorer, choose_fusion, validation_criterion
+from basketgnn.scoring.fusion import ScoreFusion, TifuScorer
+from basketgnn.scoring.fusion_choice import choose_fusion, validation_criterion
 from basketgnn.scoring.tifu import SparseScores, TifuParams
 from basketgnn.scoring.transitions import TransitionOption, TransitionScorer
 
