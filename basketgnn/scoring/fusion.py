@@ -181,7 +181,7 @@ class FusionPoint:
     alpha: float
     validation_criterion: float
     metrics: dict[str, float] | None = None
-    #: Item-transition weight ν and how t was read ({"decay", "explore_only"}; None: ν = 0).
+    #: Item-transition weight ν and how t is read ({"decay", "explore_only"}; None: ν = 0).
     transition: float = 0.0
     transition_option: dict[str, Any] | None = None
 

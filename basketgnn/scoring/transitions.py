@@ -2,7 +2,7 @@
 
 A global, sequential item graph learnt by counting, used by the score fusion
 (:mod:`basketgnn.scoring.fusion`) as a personalised score for items a customer has not bought
-(issue 11: on TaFeng ~80% of target items are new to the customer, and the trained models rank
+(on TaFeng about 80% of target items are new to the customer, and the trained models rank
 those by a global score alone).
 
 **Matrix.** Over the pool (each training instance's history *and* target basket, the same
@@ -66,8 +66,8 @@ class TransitionOption:
         return f"decay {self.decay:g}{', new items only' if self.explore_only else ''}"
 
 
-#: The options the fusion tries on validation (BENCHMARKS.md §5: decay 0.5 with every item led
-#: on TaFeng, decay 0.9 on new items only on DC).
+#: The options the fusion tries on validation: decay 0.5 with every item (the better one on
+#: TaFeng) and decay 0.9 on new items only (the better one on DC).
 OPTIONS: tuple[TransitionOption, ...] = (TransitionOption(0.5, False), TransitionOption(0.9, True))
 
 
