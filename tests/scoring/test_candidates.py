@@ -9,7 +9,7 @@ from basketgnn.data.dataset import _offsets
 from basketgnn.metrics import top_k
 from basketgnn.scoring.candidates import SharedScores, fused_top_k, sigmoid
 from basketgnn.scoring.fusion import fuse
-from basketgnn.scoring.tifu import SparseScores
+from basketgnn.scoring.sparse import SparseScores
 
 
 def random_shared(rng, n, n_items, per_row, levels=None, scale=3.0):

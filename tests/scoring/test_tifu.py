@@ -3,20 +3,14 @@ checked against loops in tests/recommenders/test_tifu_knn.py, the fusion in test
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
+from scoring_helpers import random_data, reference_scores
 
 from basketgnn.data.split import Instances
 from basketgnn.recommenders.tifu_knn import TifuKnn
 from basketgnn.scoring.fusion import TifuScorer
-from basketgnn.scoring.tifu import SparseScores, TifuParams, capped_pool, keep_top
-
-# The TIFU-KNN tests' loop reference and random data.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recommenders"))
-from test_tifu_knn import random_data, reference_scores  # noqa: E402
+from basketgnn.scoring.tifu import TifuParams, capped_pool, keep_top
 
 
 def test_keep_top_ties_go_to_the_lower_column():
@@ -27,19 +21,6 @@ def test_keep_top_ties_go_to_the_lower_column():
     assert got[1].tolist() == [True, True, False, False, False]  # 0.3, then the first 0.0
     assert got[2].tolist() == [False, False, False, True, True]
     assert keep_top(x, 5).all() and keep_top(x, 9).all()
-
-
-def test_top_scaled_rows_and_concat():
-    x = np.array([[0.0, 2.0, 1.0, 4.0], [0.0, 0.0, 0.0, 0.0], [3.0, 3.0, 0.0, 1.0]], np.float32)
-    s = SparseScores.top_scaled(x, 2)
-    np.testing.assert_array_equal(s.offsets, [0, 2, 2, 4])  # no positive entry: an empty row
-    np.testing.assert_array_equal(s.items, [1, 3, 0, 1])
-    np.testing.assert_allclose(s.values, [0.5, 1.0, 1.0, 1.0])
-    both = SparseScores.concat([s.rows(0, 1), s.rows(1, 3)])
-    for a, b in zip((both.offsets, both.items, both.values), (s.offsets, s.items, s.values)):
-        np.testing.assert_array_equal(a, b)
-    dense = s.add_to(np.ones((3, 4)), 0.5)
-    np.testing.assert_allclose(dense[0], [1.0, 1.25, 1.0, 1.5])
 
 
 # --- the capped neighbour pool -------------------------------------------------------------------

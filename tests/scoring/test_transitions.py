@@ -4,11 +4,10 @@ third term (dense = candidate path, bit for bit), the choice on validation and t
 from __future__ import annotations
 
 import pickle
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from scoring_helpers import random_data
 
 from basketgnn.data.dataset import from_sequences
 from basketgnn.data.split import Instances, make_split
@@ -16,11 +15,9 @@ from basketgnn.metrics import top_k
 from basketgnn.scoring.candidates import SharedScores, fused_top_k, sigmoid
 from basketgnn.scoring.fusion import ScoreFusion, TifuScorer
 from basketgnn.scoring.fusion_choice import choose_fusion, validation_criterion
-from basketgnn.scoring.tifu import SparseScores, TifuParams
+from basketgnn.scoring.sparse import SparseScores
+from basketgnn.scoring.tifu import TifuParams
 from basketgnn.scoring.transitions import TransitionOption, TransitionScorer
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recommenders"))
-from test_tifu_knn import random_data  # noqa: E402
 
 
 def reference_matrix(data, pool, row_top):
@@ -103,34 +100,6 @@ def test_a_customer_with_no_transition_gets_an_empty_row_and_new_items_only_drop
     assert set(both.items.tolist()) == {0, 1, 2} and new.items.tolist() == [2] and new.values[0] == 1.0
 
 
-def test_weighted_sum_is_the_dense_sum():
-    rng = np.random.default_rng(0)
-
-    def rand(n, n_items, per_row):
-        counts = rng.integers(0, per_row + 1, size=n)
-        items = np.concatenate([np.sort(rng.choice(n_items, c, replace=False)) for c in counts]).astype(np.int64)
-        return SparseScores(np.r_[0, np.cumsum(counts)].astype(np.int64), items, rng.uniform(0.1, 1, len(items)))
-
-    a, b = rand(7, 20, 6), rand(7, 20, 9)
-    got = SparseScores.weighted_sum([(0.3, a), (0.05, b)])
-    dense = lambda s: s.add_to(np.zeros((7, 20)), 1.0)  # noqa: E731
-    np.testing.assert_allclose(dense(got), 0.3 * dense(a) + 0.05 * dense(b), rtol=1e-15)
-    # On the union of items; with weights (1, 0) / (0, 1) each part's values exactly.
-    np.testing.assert_array_equal(dense(got) > 0, (dense(a) > 0) | (dense(b) > 0))
-    np.testing.assert_array_equal(dense(SparseScores.weighted_sum([(1.0, a), (0.0, b)])), dense(a))
-    np.testing.assert_array_equal(dense(SparseScores.weighted_sum([(0.0, a), (1.0, b)])), dense(b))
-    # No rows, or rows without entries (a half of one customer on two threads).
-    empty = SparseScores(np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0))
-    got_empty = SparseScores.weighted_sum([(0.3, empty), (0.05, empty)])
-    assert len(got_empty) == 0 and len(got_empty.items) == 0
-    blank = SparseScores(np.zeros(4, np.int64), np.zeros(0, np.int64), np.zeros(0))
-    got_blank = SparseScores.weighted_sum([(0.3, blank), (0.05, blank)])
-    assert len(got_blank) == 3 and len(got_blank.items) == 0
-    # An item kept by one part only carries exactly that part's weighted value.
-    one = SparseScores.weighted_sum([(0.3, a)])
-    np.testing.assert_array_equal(one.values, 0.3 * a.values)
-
-
 def fusion_with_transitions(data, pool, weight, nu, option):
     tifu = TifuScorer.build(data, pool, TifuParams(k=5, m=2, alpha=0.3), top=12)
     return ScoreFusion(weight, "sigmoid", tifu, transitions=TransitionScorer.build(data, pool),
@@ -173,7 +142,7 @@ def test_transition_state_round_trip_pickle_and_old_states():
     assert "item transitions: weight 0.05 (decay 0.9, new items only)" in fusion.describe()
     old = fusion.state()
     for key in ("transitions", "transition_weight", "transition_option"):
-        old.pop(key)  # a checkpoint written before transitions
+        old.pop(key)  # a checkpoint without transitions
     plain = ScoreFusion.from_state(old)
     assert not plain.uses_transitions
     np.testing.assert_array_equal(
