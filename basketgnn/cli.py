@@ -355,25 +355,24 @@ def evaluate(
     seed: Annotated[int, typer.Option(help="Seed of a random split.")] = 0,
     device: Annotated[str | None, typer.Option(help="torch device (a checkpoint or a neural --model).")] = None,
     output: Annotated[Path | None, typer.Option(help="Write the result as JSON here.")] = None,
-    addon: Annotated[
+    fused: Annotated[
         bool,
         typer.Option(
-            "--addon/--model-only",
-            help="With --checkpoint: rank as trained (the ranking add-on, e.g. the fusion with "
-            "TIFU-KNN, that validation chose), or by the model's own scores alone.",
+            "--fused/--model-only",
+            help="With --checkpoint: rank as trained (with the fusion with TIFU-KNN that "
+            "validation chose), or by the model's own scores alone.",
         ),
     ] = True,
 ) -> None:
     """Metrics of a model fitted on the split's training part (neural models choose their best
     epoch on its validation part), or of a trained checkpoint (`--model-only`: without its
-    fusion add-on).
+    fusion with TIFU-KNN).
 
     Examples: `basketgnn evaluate --data TaFeng.json --model p-topfreq --output pt.json`,
     `basketgnn evaluate --data TaFeng.json --model dnntsp --config small.yaml` and
     `basketgnn evaluate --checkpoint runs/tafeng/best.pt --output dnntsp.json`
     """
     from basketgnn import workflow
-    from basketgnn.config import load_config
     from basketgnn.io_utils import write_json
 
     if (model is None) == (checkpoint is None):
@@ -384,21 +383,18 @@ def evaluate(
         raise UserError("--config sets the options of a neural --model; remove it here.")
     t0 = time.perf_counter()
     if checkpoint is not None:
-        recommender, dataset, data = _checkpoint_and_data(checkpoint, data, device)
+        recommender, dataset, data = _checkpoint_and_data(checkpoint, data, device, model_only=not fused)
         if split_kind == "auto":
             split_kind = recommender.checkpoint.get("split_spec", "auto")
-        entry = workflow.ModelEntry(recommender.name, label=None if addon else f"{recommender.name} (model only)")
-        if not addon:  # the record then shows no fusion choice either
-            recommender.addon = None
-            recommender.checkpoint.pop("addon_choice", None)
+        entry = workflow.ModelEntry(recommender.name, label=None if fused else f"{recommender.name} (model only)")
     else:
-        if not addon:
+        if not fused:
             raise UserError("--model-only applies to a --checkpoint; train with `fusion: off` instead.")
         assert model is not None
         registry.check_name(model, "--model: ")
         if data is None:
             raise UserError("--data is required with --model.")
-        options = load_config(config, model=model, device=device) if registry.is_neural(model) else None
+        options = workflow.load_config(config, model=model, device=device) if registry.is_neural(model) else None
         entry = workflow.ModelEntry(model, options)
         dataset = _load(data)
     sp = workflow.split(dataset, split_kind, seed)
@@ -407,7 +403,7 @@ def evaluate(
     if checkpoint is not None:  # trained already
         outcome = workflow.FitOutcome(entry, recommender, 0.0)
     else:  # fitted on the training part here, like every model
-        outcome = workflow.fit(entry, dataset, sp, progress=True, on_epoch=_epoch_printer(t0))
+        outcome = workflow.train(entry, dataset, sp, progress=True, on_epoch=_epoch_printer(t0))
     result = workflow.evaluate(outcome, dataset, sp, split, str(data))
     record = result.to_json()
     record["timing_s"] = {"load": round(load_s, 3), **record["timing_s"]}
@@ -423,11 +419,13 @@ def _load(path: Path) -> Any:
     return load_data(path)
 
 
-def _checkpoint_and_data(checkpoint: Path, data: Path | None, device: str | None) -> tuple[Any, Any, Path]:
+def _checkpoint_and_data(
+    checkpoint: Path, data: Path | None, device: str | None, model_only: bool = False
+) -> tuple[Any, Any, Path]:
     """The checkpoint's recommender and the data aligned to its catalogue."""
-    from basketgnn.engine.recommender import NeuralRecommender
+    from basketgnn.workflow import load_trained
 
-    recommender = NeuralRecommender.from_checkpoint(checkpoint, device)
+    recommender = load_trained(checkpoint, device, model_only=model_only)
     if data is None:
         if "data" not in recommender.checkpoint:
             raise UserError(f"{checkpoint} does not record its data; pass --data.")
@@ -489,49 +487,45 @@ def train(
     On several processes or machines (DistributedDataParallel; rank 0 writes and prints):
     `torchrun --standalone --nproc-per-node 2 -m basketgnn train --data TaFeng.json --out runs/tafeng`
     """
-    from basketgnn.config import load_config
+    from basketgnn import workflow
     from basketgnn.data.split import make_split, save_split
-    from basketgnn.engine.checkpoint import stamp_checkpoint
     from basketgnn.engine.distributed import env_rank
-    from basketgnn.evaluate import evaluate_model
+    from basketgnn.engine.trainer import describe_left_out
+    from basketgnn.workflow.harness import evaluate_model
 
     rank = env_rank()  # under torchrun: every rank trains, rank 0 alone prints and writes
     console.quiet = rank != 0
     registry.check_name(model, "--model: ", "neural")
-    cfg = load_config(config, model=model, epochs=epochs, seed=seed, device=device)
+    settings = workflow.load_config(config, model=model, epochs=epochs, seed=seed, device=device)
     dataset = _load(data)
-    sp = make_split(dataset, split_kind, cfg.seed)
+    sp = make_split(dataset, split_kind, settings.model.seed)
     if sample_customers is not None:
         from basketgnn.data.sample import sample_split
 
         sp, sampled = sample_split(sp, dataset, sample_customers, sample_seed)
         console.print(sampled.describe(), highlight=False)
     t0 = time.perf_counter()
-    rec = registry.make_recommender(
-        model, cfg, out_dir=out, progress=progress, on_epoch=_epoch_printer(t0),
-        warm_start=warm_start,
-    )
     console.print(
         f"training {model} on {data} ({sp.name}: {len(sp['train']):,} train / "
         f"{len(sp['validate']):,} validate users) -> {out}"
     )
-    rec.fit(dataset, sp["train"], sp["validate"])
+    # The exact split travels with the checkpoint, so evaluation never sees training users.
+    stamp = workflow.data_stamp(data, (out / "split.json").resolve())
+    outcome = workflow.train(
+        workflow.ModelEntry(model, settings, out_dir=out, warm_start=warm_start, stamp=stamp),
+        dataset, sp, progress=progress, on_epoch=_epoch_printer(t0),
+    )
     if rank != 0:
         return
-    result = rec.result  # type: ignore[attr-defined]
-    assert result is not None
-    # The exact split travels with the checkpoint, so evaluation never sees training users.
+    result = outcome.training
     save_split(sp, dataset, out / "split.json")
-    stamp_checkpoint(out / "best.pt", data, str((out / "split.json").resolve()))
     if result.warm_start is not None:
         console.print(result.warm_start.describe(), highlight=False)
-    if result.addon is not None:
-        console.print(result.addon.describe(), highlight=False)
+    if outcome.fusion is not None:
+        console.print(outcome.fusion["description"], highlight=False)
     if result.left_out_baskets:
-        from basketgnn.engine.trainer import describe_left_out
-
         console.print(describe_left_out(result.left_out_baskets), highlight=False)
-    metrics, _ = evaluate_model(rec, dataset, sp["validate"])
+    metrics, _ = evaluate_model(outcome.recommender, dataset, sp["validate"])
     k = _first_k(metrics)
     console.print(
         f"best epoch {result.best_epoch} of {result.epochs_run} "
@@ -588,7 +582,7 @@ def predict(
 
     from basketgnn.data.dataset import from_sequences
     from basketgnn.data.split import Instances
-    from basketgnn.evaluate import rank_items
+    from basketgnn.workflow.harness import rank_items
 
     if (user is None) == (history is None):
         raise UserError("Give exactly one of --user ID or --history JSON.")
@@ -604,9 +598,9 @@ def predict(
         u = index[user]
         n_hist = int(dataset.n_baskets_per_user[u])
     else:
-        from basketgnn.engine.recommender import NeuralRecommender
+        from basketgnn.workflow import load_trained
 
-        rec = NeuralRecommender.from_checkpoint(checkpoint, device)
+        rec = load_trained(checkpoint, device)
         try:
             baskets = json.loads(history or "")
             ok = isinstance(baskets, list) and all(isinstance(b, list) for b in baskets)
@@ -694,7 +688,11 @@ def recommend(
     """
     import os
 
-    from basketgnn.recommend import Shard, write_recommendation_file, write_recommendation_parts
+    from basketgnn.workflow.recommendations import (
+        Shard,
+        write_recommendation_file,
+        write_recommendation_parts,
+    )
 
     one_file = out.name.endswith((".parquet", ".csv"))
     where = Shard.parse(shard) if shard is not None else Shard.from_env(os.environ)
@@ -709,8 +707,7 @@ def recommend(
         raise UserError(f"--out {out} is an existing file; a partitioned dataset needs a folder.")
     t0 = time.perf_counter()
     rec, dataset, data_path = _checkpoint_and_data(checkpoint, data, device)
-    if threads is not None:
-        rec.config = rec.config.model_copy(update={"threads": threads})
+    rec.with_threads(threads)
     if one_file:
         rows = write_recommendation_file(rec, dataset, k, out, chunk)
         console.print(
@@ -795,7 +792,7 @@ def show_config(
 
     Example: `basketgnn config --model dnntsp > my.yaml`
     """
-    from basketgnn.config import config_reference
+    from basketgnn.workflow.config import config_reference
 
     registry.check_name(model, "--model: ", "neural")
     print(config_reference(model), end="")
@@ -829,10 +826,8 @@ def demo(
     Example: `basketgnn demo --out runs/demo`
     """
     from basketgnn import workflow
-    from basketgnn.config import load_config
-    from basketgnn.engine.checkpoint import stamp_checkpoint
     from basketgnn.io_utils import publish_files, write_json
-    from basketgnn.recommend import write_recommendations
+    from basketgnn.workflow.recommendations import write_recommendations
 
     registry.check_name(model, "--model: ", "neural")
     t_start = time.perf_counter()
@@ -854,9 +849,10 @@ def demo(
     baselines = registry.names("baseline")
     if config is None and model == registry.DEFAULT_MODEL:
         config = DEFAULT_LOG.parent / "demo_config.yaml"
-    cfg = load_config(config, model=model)
+    cfg = workflow.load_config(config, model=model)
     entries = [workflow.ModelEntry(name) for name in baselines]
-    entries.append(workflow.ModelEntry(model, cfg, out_dir=out / model))
+    entries.append(workflow.ModelEntry(model, cfg, out_dir=out / model,
+                                       stamp=workflow.data_stamp(out / "data", "temporal")))
 
     def on_model(result: Any) -> None:
         if result.model in baselines:
@@ -871,10 +867,9 @@ def demo(
         on_epoch=lambda entry, r: _epoch_printer(t_start, "   ")(r), on_model=on_model,
     )
     results = experiment.run()
-    stamp_checkpoint(out / model / "best.pt", out / "data", "temporal")
     trained = experiment.fitted[model]
-    if trained.training is not None and trained.training.addon is not None:
-        say(f"   {trained.training.addon.describe()}")
+    if trained.fusion is not None:
+        say(f"   {trained.fusion['description']}")
     records = [r.to_json() for r in results]
     print_results(records)
 

@@ -37,6 +37,12 @@ _BASE_METRICS: tuple[str, ...] = ("recall", "ndcg", "phr")
 _TOP_K_CHUNK_ELEMENTS = 1 << 22
 
 
+def usable_ks(ks: tuple[int, ...], n_items: int) -> tuple[int, ...]:
+    """The cut-offs that fit the catalogue: a catalogue of 30 items has no top 40."""
+    fitting = tuple(k for k in ks if k <= n_items)
+    return fitting or (n_items,)
+
+
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:
     """Indices of the ``k`` highest scores per row, best first.
 

@@ -1,5 +1,6 @@
-"""Every recommender by name, baselines and neural models alike (the CLI, the pipeline, the
-ablation and checkpoints find models here and nowhere else).
+"""Every recommender by name, baselines and neural models alike: names to import paths, nothing
+more (the CLI, the pipeline, the ablation and checkpoints find models here and nowhere else; the
+workflow builds them, :func:`basketgnn.workflow.training.make_recommender`).
 
 A neural model is registered by one line in :data:`NEURAL`: its name, the package whose
 ``__init__.py`` exposes ``SPEC: ModelSpec`` (imported only when the model is used, so the CLI
@@ -11,15 +12,9 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from basketgnn.errors import UserError
-
-if TYPE_CHECKING:
-    from basketgnn.engine.options import TrainOptions
-    from basketgnn.engine.spec import ModelSpec
-    from basketgnn.recommenders.base import Recommender
 
 #: name -> (module:Class, description). Fitted on the split's training part, in seconds.
 BASELINES: dict[str, tuple[str, str]] = {
@@ -75,8 +70,9 @@ def check_name(name: str, where: str = "", kind: Literal["baseline", "neural"] |
         raise UserError(f"{where}{problem}" if where else problem[0].upper() + problem[1:])
 
 
-def get_spec(name: str, where: str = "") -> ModelSpec:
-    """The :class:`ModelSpec` of a neural model (its package imported now)."""
+def get_spec(name: str, where: str = "") -> Any:
+    """The :class:`~basketgnn.models.spec.ModelSpec` of a neural model (its package imported
+    now)."""
     check_name(name, where, "neural")
     spec = importlib.import_module(NEURAL[name][0]).SPEC
     if spec.name != name:
@@ -84,11 +80,12 @@ def get_spec(name: str, where: str = "") -> ModelSpec:
     return spec
 
 
-def config_class(name: str) -> type[TrainOptions]:
+def config_class(name: str) -> Any:
+    """The config class of a neural model (a :class:`~basketgnn.models.options.TrainOptions`)."""
     return get_spec(name).config_cls
 
 
-def make_baseline(name: str, **kwargs: Any) -> Recommender:
+def make_baseline(name: str, **kwargs: Any) -> Any:
     """A new, unfitted baseline; ``kwargs`` go to its constructor.
 
     Raises :class:`UserError` for an unknown name (listing the valid ones), options the baseline
@@ -100,34 +97,3 @@ def make_baseline(name: str, **kwargs: Any) -> Recommender:
         return getattr(importlib.import_module(module), cls)(**kwargs)
     except (TypeError, ValueError) as e:
         raise UserError(f"Baseline {name!r}: invalid options ({e}).") from None
-
-
-def make_recommender(
-    name: str,
-    options: dict[str, Any] | Any | None = None,
-    *,
-    out_dir: str | Path | None = None,
-    progress: bool = False,
-    on_epoch: Any = None,
-    warm_start: str | Path | None = None,
-) -> Recommender:
-    """A new, unfitted recommender of any registered model.
-
-    ``options``: a baseline's constructor options, or a neural model's config (an instance of
-    its config class, or a dict of overrides checked like a config file). ``out_dir``,
-    ``progress``, ``on_epoch`` and ``warm_start`` (a checkpoint to start from) go to the
-    training engine (neural models only).
-    """
-    check_name(name)
-    if not is_neural(name):
-        if warm_start is not None:
-            raise UserError(f"{name} is a baseline: only trained models start from a checkpoint.")
-        return make_baseline(name, **(options or {}))
-    from basketgnn.config import load_config
-    from basketgnn.engine.recommender import NeuralRecommender
-
-    spec = get_spec(name)
-    config = options if isinstance(options, spec.config_cls) else load_config(None, model=name, **(options or {}))
-    return NeuralRecommender(
-        spec, config, out_dir=out_dir, progress=progress, on_epoch=on_epoch, warm_start=warm_start
-    )

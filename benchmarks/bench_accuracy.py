@@ -14,11 +14,11 @@ import argparse
 import yaml
 from common import append_result, peak_rss_mb, shared_dataset
 
-from basketgnn.config import load_config
 from basketgnn.data.ingest import read_dnntsp_json
 from basketgnn.data.split import make_split
-from basketgnn.evaluate import fit_and_evaluate
 from basketgnn.registry import make_baseline, make_recommender, names
+from basketgnn.workflow.config import load_config
+from basketgnn.workflow.harness import fit_and_evaluate
 
 
 def main() -> None:

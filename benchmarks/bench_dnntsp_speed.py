@@ -22,13 +22,13 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from basketgnn.models.neighbours import NeighbourPool
 from common import append_result, peak_rss_mb, shared_dataset
 
 from basketgnn.data.ingest import read_dnntsp_json
 from basketgnn.data.split import make_split
 from basketgnn.graph.cooccurrence import build_user_graphs
 from basketgnn.models.dnntsp import DNNTSP, DNNTSPConfig
-from basketgnn.models.neighbours import NeighbourPool
 
 
 def timed_forward(model: DNNTSP, batch, parts: dict[str, float]) -> torch.Tensor:
@@ -58,8 +58,9 @@ def main() -> None:
     if args.engine:
         engine_epochs(args)
         return
-    from basketgnn.engine.losses import compute_loss, multi_hot
-    from basketgnn.engine.trainer import length_batches, setup_torch
+    from basketgnn.engine.batching import length_batches
+    from basketgnn.engine.trainer import setup_torch
+    from basketgnn.nn.losses import compute_loss, multi_hot
 
     config = DNNTSPConfig(threads=args.threads)
     device = setup_torch(config)
@@ -95,8 +96,9 @@ def main() -> None:
 
     test = split["test"]
     from basketgnn.engine.addons import NeighbourAddOn
-    from basketgnn.engine.recommender import NeuralRecommender
+
     from basketgnn.models.dnntsp import SPEC
+    from basketgnn.recommenders.neural import NeuralRecommender
 
     rec = NeuralRecommender(SPEC, config)
     rec.model = model

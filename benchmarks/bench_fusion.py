@@ -24,16 +24,18 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+from basketgnn.engine.addons import FusionAddOn, NeighbourAddOn
 from common import RESULTS, append_result, shared_dataset
 
 from basketgnn.data.ingest import read_dnntsp_json
 from basketgnn.data.split import load_split
-from basketgnn.engine.addons import FusionAddOn, NeighbourAddOn
-from basketgnn.engine.recommender import NeuralRecommender
-from basketgnn.engine.trainer import score_source, setup_torch
-from basketgnn.evaluate import evaluate_model, fit_and_evaluate
+from basketgnn.engine.batching import score_source
+from basketgnn.engine.trainer import setup_torch
+from basketgnn.recommenders.neural import NeuralRecommender
 from basketgnn.registry import make_baseline
-from basketgnn.scoring.fusion import ScoreFusion, choose_fusion, fusion_choice
+from basketgnn.scoring.fusion import ScoreFusion
+from basketgnn.scoring.fusion_choice import choose_fusion, fusion_choice
+from basketgnn.workflow.harness import evaluate_model, fit_and_evaluate
 
 #: Fusion variants beside the default (chosen on validation in the same way).
 VARIANTS: dict[str, dict] = {

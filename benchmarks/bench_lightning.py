@@ -64,10 +64,11 @@ from basketgnn.data.dataset import BasketData
 from basketgnn.data.ingest import read_dnntsp_json
 from basketgnn.data.split import Instances, make_split
 from basketgnn.engine import trainer as trainer_module
-from basketgnn.engine.losses import compute_loss, multi_hot
-from basketgnn.engine.trainer import length_batches, setup_torch, train_model
+from basketgnn.engine.batching import length_batches
+from basketgnn.engine.trainer import setup_torch, train_model
 from basketgnn.graph.cooccurrence import GraphBatch, UserGraphs, build_user_graphs
 from basketgnn.models.dnntsp import DNNTSP, DNNTSPConfig
+from basketgnn.nn.losses import compute_loss, multi_hot
 
 try:
     import lightning as L
@@ -297,7 +298,7 @@ def plain_fit(
     """Today's loop; the state after the last epoch is the one it saves for resuming.
     Returns (state, per-epoch records, per-epoch training CPU seconds)."""
     with plain_cpu_clock() as cpu:
-        _, _, result = train_model(registry.get_spec("dnntsp"), data, train, validate, config,
+        _, result = train_model(registry.get_spec("dnntsp"), data, train, validate, config,
                                    out_dir=out_dir, progress=False)
     resume = torch.load(out_dir / "resume.pt", map_location="cpu", weights_only=False)
     return {k: resume[k] for k in ("model", "optimizer", "scheduler")}, result.history, cpu

@@ -31,7 +31,6 @@ from common import RESULTS, append_result, peak_rss_mb, shared_dataset
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.ingest import read_dnntsp_json
 from basketgnn.data.split import Instances, make_split
-from basketgnn.evaluate import evaluate_model
 from basketgnn.recommenders.tifu_knn import TifuKnn
 from basketgnn.scoring.tifu import (
     NeighbourIndex,
@@ -41,6 +40,7 @@ from basketgnn.scoring.tifu import (
     pool_vectors,
     query_chunks,
 )
+from basketgnn.workflow.harness import evaluate_model
 
 CELLS = [f"{m}@{k}" for k in (10, 20) for m in ("recall", "ndcg", "phr")]
 

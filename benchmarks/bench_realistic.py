@@ -40,11 +40,17 @@ def worker(data_arg: str, stride: int, batch_size: int, options: dict) -> dict:
     from basketgnn.data.split import make_split
 
     try:
-        from basketgnn.engine.losses import compute_loss, multi_hot
-        from basketgnn.engine.trainer import length_batches, setup_torch
-    except ImportError:  # a --code checkout from before the training engine
-        from basketgnn.train.losses import compute_loss, multi_hot
-        from basketgnn.train.trainer import length_batches, setup_torch
+        from basketgnn.engine.batching import length_batches
+        from basketgnn.engine.trainer import setup_torch
+        from basketgnn.nn.losses import compute_loss, multi_hot
+    except ImportError:  # a --code checkout of an older layout
+        try:
+            from basketgnn.engine.losses import compute_loss, multi_hot
+
+            from basketgnn.engine.trainer import length_batches, setup_torch
+        except ImportError:  # from before the training engine
+            from basketgnn.train.losses import compute_loss, multi_hot
+            from basketgnn.train.trainer import length_batches, setup_torch
     from basketgnn.graph.cooccurrence import build_user_graphs
     from basketgnn.models.dnntsp import DNNTSP, DNNTSPConfig
 

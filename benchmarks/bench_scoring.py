@@ -15,7 +15,7 @@ Every customer of the checkpoint's data (or ``--data``) is scored from their ful
 the compiled kernels, torch's first calls; a nightly job pays them once). For each thread count and each arm (``model``: the module alone;
 ``fused``: the checkpoint's TIFU fusion) it measures
 
-- ``end_to_end``: :func:`basketgnn.recommend.write_recommendation_parts` into a temporary folder,
+- ``end_to_end``: :func:`basketgnn.workflow.recommendations.write_recommendation_parts` into a temporary folder,
   the code path of `recommend` (threads 2: the fusion's search in parts of 256 customers on a
   helper thread beside the one-thread forward, which then takes the parts left);
 - ``stages`` (with ``--stages``): the same work one stage after another on one thread, in
@@ -48,12 +48,13 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from basketgnn.data.split import Instances  # noqa: E402
-from basketgnn.engine.recommender import SCORE_BATCH, NeuralRecommender  # noqa: E402
-from basketgnn.engine.trainer import length_batches, score_source, setup_torch  # noqa: E402
+from basketgnn.engine.batching import length_batches, score_source  # noqa: E402
+from basketgnn.engine.trainer import setup_torch  # noqa: E402
 from basketgnn.io_utils import write_table_stream  # noqa: E402
 from basketgnn.metrics import top_k  # noqa: E402
-from basketgnn.recommend import SCHEMA, recommendation_table, write_recommendation_parts  # noqa: E402
+from basketgnn.recommenders.neural import SCORE_BATCH, NeuralRecommender  # noqa: E402
 from basketgnn.scoring.candidates import SharedScores, fused_top_k  # noqa: E402
+from basketgnn.workflow.recommendations import SCHEMA, recommendation_table, write_recommendation_parts  # noqa: E402
 from benchmarks.common import PROJECT, append_result, peak_rss_mb  # noqa: E402
 
 CHUNK = 2048  # customers ranked together (evaluate.rank_items' chunk)

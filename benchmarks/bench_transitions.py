@@ -34,13 +34,13 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+from basketgnn.engine.addons import FusionAddOn
 
 from basketgnn.data.ingest import load_data
 from basketgnn.data.split import load_split
-from basketgnn.engine.addons import FusionAddOn
-from basketgnn.engine.recommender import NeuralRecommender
 from basketgnn.metrics import ranking_metrics, top_k
-from basketgnn.scoring.fusion import choose_fusion
+from basketgnn.recommenders.neural import NeuralRecommender
+from basketgnn.scoring.fusion_choice import choose_fusion
 from basketgnn.scoring.transitions import _basket_matrix, _keep_row_top
 
 KS = (10, 20, 30, 40)
@@ -130,7 +130,7 @@ def save_with(run: Path, fusion, dst: Path) -> None:
 
     from basketgnn.engine.checkpoint import read_state
     from basketgnn.io_utils import atomic_path
-    from basketgnn.scoring.fusion import fusion_choice
+    from basketgnn.scoring.fusion_choice import fusion_choice
 
     state = read_state(run / "best.pt")
     state["config"]["transitions"] = True

@@ -108,10 +108,10 @@ def main() -> None:
     from basketgnn.data.ingest import read_dnntsp_json
     from basketgnn.data.sample import sample_split
     from basketgnn.data.split import make_split
-    from basketgnn.engine.recommender import NeuralRecommender
     from basketgnn.engine.warm_start import apply_warm_start, read_previous
-    from basketgnn.evaluate import evaluate_model
+    from basketgnn.recommenders.neural import NeuralRecommender
     from basketgnn.registry import get_spec
+    from basketgnn.workflow.harness import evaluate_model
 
     path = shared_dataset(args.data)
     night2 = read_dnntsp_json(path)

@@ -24,9 +24,9 @@ from common import append_result
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.sample import sampled_customers
 from basketgnn.data.split import load_split
-from basketgnn.engine.recommender import NeuralRecommender
-from basketgnn.evaluate import evaluate_model
 from basketgnn.pipeline.run import EVALUATED_PART, EvaluateSpec, evaluation_split
+from basketgnn.recommenders.neural import NeuralRecommender
+from basketgnn.workflow.harness import evaluate_model
 
 CELLS = [f"{m}@{k}" for k in (10, 20) for m in ("recall", "ndcg", "phr")]
 

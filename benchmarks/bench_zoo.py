@@ -22,10 +22,10 @@ from common import append_result, peak_rss_mb, shared_dataset
 
 from basketgnn.data.ingest import read_dnntsp_json
 from basketgnn.data.split import make_split, prefix_instances
-from basketgnn.engine.losses import compute_loss, multi_hot
-from basketgnn.engine.trainer import length_batches
+from basketgnn.engine.batching import length_batches
 from basketgnn.metrics import ranking_metrics, top_k
 from basketgnn.models import bert4rec, din, sasrec
+from basketgnn.nn.losses import compute_loss, multi_hot
 
 SPECS = {m.SPEC.name: m.SPEC for m in (sasrec, bert4rec, din)}
 KS = (10, 20)

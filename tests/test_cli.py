@@ -125,8 +125,8 @@ def test_malformed_dnntsp_json(monkeypatch, capsys, tmp_path, content, message):
 
 
 def test_bad_config_combinations_and_k(monkeypatch, capsys, tmp_path):
-    from basketgnn.config import load_config
     from basketgnn.errors import UserError
+    from basketgnn.workflow.config import load_config
 
     with pytest.raises(UserError, match="embed_dim 30 must be divisible by heads 4"):
         load_config(None, embed_dim=30)

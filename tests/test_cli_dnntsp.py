@@ -11,6 +11,7 @@ import pytest
 from test_cli import log_csv, run  # noqa: F401  (fixture and runner shared with test_cli)
 
 from basketgnn.cli import main
+from basketgnn.engine.checkpoint import load_checkpoint
 
 
 def _main(*args: str) -> None:
@@ -23,10 +24,10 @@ def _main(*args: str) -> None:
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, log_csv):  # noqa: F811
-    """A tiny run with neighbour scores forced on, so the pool goes through the checkpoint."""
+    """A tiny run with the fusion with TIFU-KNN (the default), chosen and stored in the checkpoint."""
     folder = tmp_path_factory.mktemp("run")
     config = folder / "small.yaml"
-    config.write_text("embed_dim: 8\nbatch_size: 32\nneighbour_weight: 0.3\nneighbour_k: 20\n")
+    config.write_text("embed_dim: 8\nbatch_size: 32\nfusion: tifu\n")
     _main("prepare", str(log_csv), "--out", str(folder / "data"))
     _main("train", "--data", str(folder / "data"), "--config", str(config),
           "--out", str(folder / "out"), "--epochs", "2", "--no-progress")
@@ -46,7 +47,17 @@ def test_evaluate_checkpoint_has_the_baseline_keys(monkeypatch, capsys, trained,
     assert code == 0, err
     result = json.loads(out.read_text())
     assert {"recall@10", "ndcg@10", "phr@10"} <= set(result["metrics"])
-    assert result["params"]["neighbour_weight_used"] == 0.3
+    choice = load_checkpoint(trained / "best.pt").sections["fusion"]["choice"]
+    assert 0 <= choice["weight"] <= 1 and len(choice["grid"]) > 1
+    # The record says what the fusion uses exactly when validation chose one.
+    assert ("fusion_used" in result["params"]) == (choice["weight"] > 0)
+    if choice["weight"] > 0:
+        assert result["params"]["fusion_used"]["weight"] == choice["weight"]
+    code, _, err = run(monkeypatch, capsys, "evaluate", "--checkpoint", str(trained / "best.pt"),
+                       "--model-only", "--output", str(out))
+    assert code == 0, err
+    alone = json.loads(out.read_text())
+    assert alone["model"] == "dnntsp (model only)" and "fusion_used" not in alone["params"]
 
 
 def test_predict_for_a_customer_and_for_a_typed_history(monkeypatch, capsys, trained, log_csv):  # noqa: F811
@@ -111,7 +122,7 @@ def test_train_evaluate_and_config_name_the_model(monkeypatch, capsys, log_csv, 
     assert "dnntsp (DNNTSP (Yu et al." in " ".join(out.replace("│", " ").split())
     run(monkeypatch, capsys, "prepare", str(log_csv), "--out", str(tmp_path / "ds"))
     config = tmp_path / "tiny.yaml"
-    config.write_text("embed_dim: 8\nepochs: 2\nneighbour_weight: 0\n")
+    config.write_text("embed_dim: 8\nepochs: 2\nfusion: off\n")
     result = tmp_path / "dnntsp.json"
     code, out, err = run(monkeypatch, capsys, "evaluate", "--data", str(tmp_path / "ds"), "--model",
                          "dnntsp", "--config", str(config), "--output", str(result))

@@ -1,4 +1,4 @@
-"""`basketgnn recommend` end to end with a DNNTSP checkpoint (neighbour fusion on): shards and
+"""`basketgnn recommend` end to end with a DNNTSP checkpoint fused with TIFU-KNN: shards and
 torchrun ranks against one process, bad --shard values, and `python -m basketgnn`."""
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ from test_cli import run
 
 from basketgnn.data.split import make_split
 from basketgnn.data.synth import generate_log
-from basketgnn.engine.addons import NeighbourAddOn
-from basketgnn.engine.checkpoint import save_checkpoint
+from basketgnn.engine.checkpoint import save_checkpoint, set_section
 from basketgnn.models.dnntsp import DNNTSP, DNNTSPConfig
-from basketgnn.models.neighbours import NeighbourPool
-from basketgnn.recommend import MANIFEST
+from basketgnn.scoring.fusion import ScoreFusion, TifuScorer
+from basketgnn.scoring.tifu import TifuParams
+from basketgnn.workflow.recommendations import MANIFEST
 
 
-def make_checkpoint(folder, n_customers: int = 60, n_items: int = 25):
-    """A prepared dataset and an untrained DNNTSP checkpoint that ranks with neighbour scores
+def make_checkpoint(folder, n_customers: int = 60, n_items: int = 25, weight: float = 0.3):
+    """A prepared dataset and an untrained DNNTSP checkpoint fused with TIFU-KNN at ``weight``
     (scoring costs and paths are those of a trained one; no training needed for a test)."""
     from basketgnn.data.ingest import prepare_log
 
@@ -36,11 +36,12 @@ def make_checkpoint(folder, n_customers: int = 60, n_items: int = 25):
     data.save(folder / "data")
     # One torch thread: tiny tensors gain nothing from two, and lose much on a loaded machine.
     torch.manual_seed(0)
-    config = DNNTSPConfig(embed_dim=8, neighbour_weight=0.3, neighbour_k=5, seed=0, threads=1)
+    config = DNNTSPConfig(embed_dim=8, seed=0, threads=1)
     model = DNNTSP.from_config(data.n_items, config)
-    addon = NeighbourAddOn(NeighbourPool.build(data, make_split(data, "temporal")["train"], k=5), 0.3)
-    save_checkpoint(folder / "best.pt", "dnntsp", model, config, data.item_ids,
-                    {"addon_choice": {"k": 5, "weight": 0.3}, "data": str(folder / "data")}, addon)  # fmt: skip
+    train = make_split(data, "temporal")["train"]
+    fusion = ScoreFusion(weight, "sigmoid", TifuScorer.build(data, train, TifuParams(k=5)))
+    save_checkpoint(folder / "best.pt", "dnntsp", model, config, data.item_ids, {"data": str(folder / "data")})
+    set_section(folder / "best.pt", "fusion", {"choice": {"weight": weight, "k": 5}, "state": fusion.state()})
     return folder / "best.pt", data
 
 
@@ -147,22 +148,17 @@ def test_torchrun_with_two_processes_writes_the_one_process_parts(monkeypatch, c
 
 
 def test_fused_checkpoint_ranks_the_same_on_one_and_two_threads(monkeypatch, capsys, tmp_path):
-    """The default add-on (TIFU fusion, 0 < λ < 1) through `recommend`: the candidate path on one
+    """The default fusion with TIFU-KNN (0 < λ < 1) through `recommend`: the candidate path on one
     thread and on two (search on worker threads) writes the rows of the dense ranking."""
     from basketgnn.data.dataset import BasketData
     from basketgnn.data.split import Instances
-    from basketgnn.engine.addons import FusionAddOn
-    from basketgnn.engine.recommender import NeuralRecommender
     from basketgnn.metrics import top_k
-    from basketgnn.scoring.fusion import ScoreFusion, TifuScorer
-    from basketgnn.scoring.tifu import TifuParams
+    from basketgnn.recommenders.fused import FusedRecommender
+    from basketgnn.workflow import load_trained
 
     monkeypatch.delenv("WORLD_SIZE", raising=False)
-    ckpt, data = make_checkpoint(tmp_path)
-    rec = NeuralRecommender.from_checkpoint(ckpt)
-    train = make_split(data, "temporal")["train"]
-    rec.addon = FusionAddOn(ScoreFusion(0.4, "sigmoid", TifuScorer.build(data, train, TifuParams(k=5))))
-    save_checkpoint(ckpt, "dnntsp", rec.model, rec.config, data.item_ids, rec.checkpoint, rec.addon)
+    ckpt, data = make_checkpoint(tmp_path, weight=0.4)
+    assert isinstance(load_trained(ckpt), FusedRecommender)
     written = {}
     for n in (1, 2):
         out = tmp_path / f"recs{n}.parquet"
@@ -172,7 +168,7 @@ def test_fused_checkpoint_ranks_the_same_on_one_and_two_threads(monkeypatch, cap
         written[n] = pd.read_parquet(out)
     pd.testing.assert_frame_equal(written[1], written[2])
     everyone = Instances(np.arange(data.n_users), BasketData.load(tmp_path / "data").n_baskets_per_user.astype(np.int64))
-    scores = NeuralRecommender.from_checkpoint(ckpt).score(data, everyone)
+    scores = load_trained(ckpt).score(data, everyone)
     want = top_k(scores, 6)
     got = written[1]["item_id"].map({str(i): j for j, i in enumerate(data.item_ids)}).to_numpy().reshape(-1, 6)
     np.testing.assert_array_equal(got, want)

@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-from basketgnn import registry
-from basketgnn.engine.recommender import NeuralRecommender
+from basketgnn import registry, workflow
 from basketgnn.errors import UserError
 from basketgnn.recommenders.topfreq import PTopFreq
+from basketgnn.workflow.training import settings as settings_of
 
 
 def test_every_model_is_listed_once_with_a_description():
@@ -28,19 +28,20 @@ def test_neural_registration_names_the_package_whose_spec_matches():
         assert spec.description == registry.NEURAL[name][1]  # one description, two places agree
 
 
-def test_make_recommender_for_a_baseline_and_a_neural_model():
-    assert isinstance(registry.make_recommender("p-topfreq"), PTopFreq)
-    rec = registry.make_recommender("dnntsp", {"embed_dim": 8, "epochs": 1})
-    assert isinstance(rec, NeuralRecommender) and rec.name == "dnntsp"
-    assert rec.config.embed_dim == 8 and rec.config.epochs == 1
+def test_a_baseline_by_name_and_a_neural_model_s_settings_by_name():
+    assert isinstance(registry.make_baseline("p-topfreq"), PTopFreq)
+    settings = settings_of(workflow.ModelEntry("dnntsp", {"embed_dim": 8, "epochs": 1}))
+    assert isinstance(settings.model, registry.config_class("dnntsp"))
+    assert settings.model.embed_dim == 8 and settings.model.epochs == 1
 
 
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: registry.make_recommender("sasrecc"), r"Unknown model 'sasrecc'; choose one of g-topfreq, .*dnntsp"),
+        (lambda: registry.check_name("sasrecc"), r"Unknown model 'sasrecc'; choose one of g-topfreq, .*dnntsp"),
         (lambda: registry.get_spec("tifu-knn"), r"Unknown trainable model 'tifu-knn'; choose one of dnntsp"),
-        (lambda: registry.make_recommender("dnntsp", {"embed_dims": 8}), r"embed_dims: unknown key"),
+        (lambda: registry.make_baseline("tifu-knn", kk=3), r"Baseline 'tifu-knn': invalid options"),
+        (lambda: settings_of(workflow.ModelEntry("dnntsp", {"embed_dims": 8})), r"embed_dims: unknown key"),
     ],
 )
 def test_bad_names_and_options_are_user_errors(call, message):
@@ -57,17 +58,18 @@ def test_the_registry_and_the_cli_import_no_model_until_one_is_used():
     assert out.stdout.split() == ["False", "False"]
 
 
-def test_front_ends_and_the_engine_import_no_model_implementation():
+def test_front_ends_the_workflow_and_the_engine_import_no_model_implementation():
     """Models are reached through the registry only: the CLI, pipeline, ablation, workflow core
-    and engine import no model package and no baseline class (the add-on step's neighbour
-    machinery excepted)."""
+    and engine import no model package and no baseline class (the models' shared contract,
+    ``models.spec`` and ``models.options``, excepted)."""
     import ast
     from pathlib import Path
 
     root = Path(registry.__file__).parent
-    files = [root / "cli.py", root / "workflow.py", root / "pipeline" / "run.py",
-             root / "experiments" / "ablation.py", *sorted((root / "engine").glob("*.py"))]
-    allowed = {"basketgnn.models.neighbours"}
+    layers = ("cli", "workflow", "pipeline", "experiments", "engine")
+    files = [p for name in layers for p in [*root.glob(f"{name}.py"), *sorted((root / name).glob("*.py"))]]
+    assert len(files) > 10
+    allowed = {"basketgnn.models.spec", "basketgnn.models.options"}
     for path in files:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module:

@@ -38,10 +38,10 @@ import torch
 from torch import nn
 
 from basketgnn.engine.checkpoint import read_state
-from basketgnn.engine.options import TrainOptions
-from basketgnn.engine.spec import ModelSpec
 from basketgnn.errors import UserError
 from basketgnn.io_utils import file_sha256
+from basketgnn.models.options import TrainOptions
+from basketgnn.models.spec import ModelSpec
 
 # Catalogue sizes the default item_indexed rule builds the module at (small: building is cheap).
 _PROBE_SIZES = (5, 6)

@@ -51,17 +51,22 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from basketgnn import registry, workflow
-from basketgnn.config import describe_validation_error, load_config, load_yaml, resolve_path
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.ingest import load_data
 from basketgnn.data.split import Split, make_split
-from basketgnn.engine.options import TrainOptions
 from basketgnn.errors import UserError
 from basketgnn.fingerprint import source_fingerprint
 from basketgnn.io_utils import atomic_path, write_text
 from basketgnn.metrics import KS
 from basketgnn.registry import make_baseline
 from basketgnn.results_table import ResultTable, to_markdown
+from basketgnn.workflow.config import (
+    Settings,
+    describe_validation_error,
+    load_config,
+    load_yaml,
+    resolve_path,
+)
 
 RESULTS_FILE = "results.jsonl"
 TABLE_FILE = "table.md"
@@ -261,7 +266,7 @@ def load_spec(spec_path: str | Path) -> Grid:
         raise UserError(f"{spec_path}: no variants and no baselines: nothing to run.")
     # base alone first, so that a bad key there is reported as base's, not the first variant's.
     _variant_config(spec_path, {}, "base", spec.base, spec.model)
-    configs: dict[str, tuple[str, TrainOptions]] = {}
+    configs: dict[str, tuple[str, Settings]] = {}
     for name, o in spec.variants.items():
         model = o.get("model", spec.model)
         if not isinstance(model, str):
@@ -294,7 +299,7 @@ def load_spec(spec_path: str | Path) -> Grid:
         # Seed-major, so a grid stopped early has every variant at the first seeds.
         for seed in spec.seeds:
             for name, (model, config) in configs.items():
-                full = config.model_copy(update={"seed": seed}).model_dump()
+                full = config.update(seed=seed).dump()
                 hashed = {k: v for k, v in full.items() if k not in _UNHASHED_KEYS}
                 runs.append(
                     Run(
@@ -312,7 +317,7 @@ def load_spec(spec_path: str | Path) -> Grid:
 
 def _variant_config(
     spec_path: Path, base: dict[str, Any], name: str, overrides: dict[str, Any], model: str
-) -> TrainOptions:
+) -> Settings:
     where = f"{spec_path}: " + ("base" if name == "base" else f"variant {name!r}")
     if "seed" in overrides:
         raise UserError(f"{where}: 'seed' is set per run by `seeds`; remove it here.")
@@ -502,9 +507,9 @@ def _execute(grid: Grid, run: Run, data: BasketData, split: Split) -> dict[str, 
     trained = run.kind != "baseline"
     entry = workflow.ModelEntry(
         run.kind if trained else run.variant,
-        registry.config_class(run.kind)(**run.config) if trained else run.config,
+        run.config,
     )
-    outcome = workflow.fit(entry, data, split)
+    outcome = workflow.train(entry, data, split)
     result = workflow.evaluate(outcome, data, split, "test")
     # A trained model's full config; for a baseline the fitted parameters (for TIFU-KNN they
     # include what validation tuning chose).
@@ -525,7 +530,7 @@ def _execute(grid: Grid, run: Run, data: BasketData, split: Split) -> dict[str, 
         "score_s": result.timing_s["score"],
         "best_epoch": result.best_epoch if trained else None,
         "epochs_run": result.epochs_run if trained else None,
-        "neighbours": result.addon,
+        "fusion": result.fusion,
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
 
@@ -613,7 +618,7 @@ def _summarise(
                 m: np.array([v for r in runs if (v := r["metrics"].get(m)) is not None], float)
                 for m in metrics
             }
-            rows.append(_Row(label, runs[0].get("kind", "dnntsp"), values, len(runs)))
+            rows.append(_Row(label, runs[0].get("kind", registry.DEFAULT_MODEL), values, len(runs)))
         rows.sort(key=lambda row: row.kind == "baseline")  # stable: keeps first-appearance order
         tables[dataset] = rows
     return tables, {d: ", ".join(sorted(s)) for d, s in splits.items()}

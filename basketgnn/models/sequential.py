@@ -7,7 +7,7 @@ from pydantic import Field
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.sequences import DEFAULT_MAX_BASKET_ITEMS, SequenceSource, sequence_batches
 from basketgnn.data.split import Instances
-from basketgnn.engine.options import TrainOptions
+from basketgnn.models.options import TrainOptions
 
 
 class SequenceOptions(TrainOptions):

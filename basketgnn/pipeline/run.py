@@ -62,16 +62,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rich.console import Console
 
 from basketgnn import __version__, registry
-from basketgnn.config import describe_validation_error, load_yaml, resolve_path
 from basketgnn.data.ingest import DEFAULT_MAX_BASKET_ITEMS, report_lines
 from basketgnn.errors import UserError
 from basketgnn.io_utils import file_sha256, finish_publishing, publish_files, write_json, write_text
+from basketgnn.workflow.config import describe_validation_error, load_yaml, resolve_path
 
 if TYPE_CHECKING:
     from basketgnn.data.dataset import BasketData
     from basketgnn.data.split import Split
-    from basketgnn.engine.options import TrainOptions
-    from basketgnn.engine.recommender import NeuralRecommender
+    from basketgnn.workflow.config import Settings
+
 
 # Part of every stage hash: bump it when a stage's outputs change meaning, so folders written by
 # older code are not reused.
@@ -275,7 +275,7 @@ class Job:
     run_dir: Path
     input_path: Path
     baselines: list[tuple[str, dict[str, Any]]]
-    trained: dict[str, TrainOptions]
+    trained: dict[str, Settings]
     """Trained models (registry name -> config), in file order."""
     warm_start: dict[str, str]
     """Trained model -> ``previous`` or a checkpoint's absolute path (absent: from scratch)."""
@@ -286,8 +286,8 @@ def load_job(config_path: str | Path) -> Job:
 
     Unknown keys and bad values are a :class:`UserError` naming the key (``input.engine``, ...).
     """
-    from basketgnn.config import load_config
     from basketgnn.registry import make_baseline
+    from basketgnn.workflow.config import load_config
 
     config_path = Path(config_path)
     raw = load_yaml(
@@ -323,7 +323,7 @@ def load_job(config_path: str | Path) -> Job:
             raise UserError(f"{config_path}: models.baselines lists {name!r} twice.")
         baselines.append((name, options))
 
-    trained: dict[str, TrainOptions] = {}
+    trained: dict[str, Settings] = {}
     for name, options in spec.models.trained().items():
         registry.check_name(name, f"{config_path}: models.{name}: ", "neural")
         if options is None:
@@ -345,8 +345,8 @@ def load_job(config_path: str | Path) -> Job:
     for name, config in trained.items():
         # The trained models' TIFU fusion searches the same bounded pool, unless set there.
         given = spec.models.trained().get(name) or {}
-        if cap is not None and "neighbour_pool_cap" in type(config).model_fields and "neighbour_pool_cap" not in given:
-            trained[name] = config.model_copy(update={"neighbour_pool_cap": cap})
+        if cap is not None and "neighbour_pool_cap" not in given:
+            trained[name] = config.update(neighbour_pool_cap=cap)
     warm_start = _warm_start_by_model(config_path, base, spec.train.warm_start, list(trained))
     if spec.evaluate.held_out and spec.train.sample_customers is None:
         raise UserError(
@@ -674,7 +674,7 @@ class _Runner:
             fits[name] = self.stage(
                 f"fit_{name}",
                 # Where training runs is no part of what it computes (as for resume.pt).
-                config.model_dump(exclude={"device", "threads"}),
+                {k: v for k, v in config.dump().items() if k not in ("device", "threads")},
                 [split],
                 lambda d, name=name, warm=warm: self._fit(d, name, prepare, split, warm),
                 resumable=True,
@@ -704,6 +704,8 @@ class _Runner:
 
         model, selection = spec.recommend.model, None
         if model == AUTO_MODEL:
+            from basketgnn.workflow import select_by_validation
+
             model, selection = select_by_validation(records)
             self.say(f"  recommend.model auto: {selection['reason']}")
         rec_settings: dict[str, Any] = {"model": model, "k": spec.recommend.k}
@@ -880,25 +882,28 @@ class _Runner:
         self, folder: Path, name: str, prepare: _Stage, split: _Stage, warm: Path | None = None
     ) -> dict[str, Any]:
         from basketgnn import workflow
-        from basketgnn.engine.checkpoint import stamp_checkpoint
+        from basketgnn.engine.trainer import describe_left_out
 
-        config = self.job.trained[name]
+        settings = self.job.trained[name]
+        epochs = settings.model.epochs
         data, sp = self.data(prepare), self.split(split, prepare)
         self.say(
             f"  {name} on {len(sp['train']):,} training and {len(sp['validate']):,} validation "
-            f"customers, at most {config.epochs} epochs"
+            f"customers, at most {epochs} epochs"
             + (f", starting from {warm} (train.warm_start)" if warm is not None else "")
         )
 
         def on_epoch(r: dict[str, Any]) -> None:
             self.say(
-                f"  epoch {r['epoch']}/{config.epochs}: loss {r['train_loss']:.4f}, validation "
+                f"  epoch {r['epoch']}/{epochs}: loss {r['train_loss']:.4f}, validation "
                 f"mean NDCG {r['val_mean_ndcg']:.4f}, recall@10 {r.get('val_recall@10', float('nan')):.4f} "
                 f"({r['train_s'] + r['validate_s']:.1f}s)" + ("  best" if r["best"] else "")
             )
 
-        outcome = workflow.fit(
-            workflow.ModelEntry(name, config, out_dir=folder, warm_start=warm), data, sp,
+        # The stamp lets `basketgnn predict/evaluate --checkpoint` find this run's data and split.
+        stamp = workflow.data_stamp(prepare.dir / "data", split.dir / "split.json")
+        outcome = workflow.train(
+            workflow.ModelEntry(name, settings, out_dir=folder, warm_start=warm, stamp=stamp), data, sp,
             progress=self.progress, on_epoch=on_epoch,
         )
         result = outcome.training
@@ -906,11 +911,7 @@ class _Runner:
         if result.warm_start is not None:
             self.say(f"  {result.warm_start.describe()}; epoch 0 is that model")
         if result.left_out_baskets:
-            from basketgnn.engine.trainer import describe_left_out
-
             self.say("  " + describe_left_out(result.left_out_baskets))
-        # Lets `basketgnn predict/evaluate --checkpoint` find this run's data and exact split.
-        stamp_checkpoint(folder / "best.pt", prepare.dir / "data", str(split.dir / "split.json"))
         history = result.history
         return {
             "best_epoch": result.best_epoch,
@@ -922,10 +923,10 @@ class _Runner:
             **({"left_out_baskets": result.left_out_baskets} if result.left_out_baskets else {}),
         }
 
-    def _trained(self, name: str, fit: _Stage) -> NeuralRecommender:
-        from basketgnn.engine.recommender import NeuralRecommender
+    def _trained(self, name: str, fit: _Stage) -> Any:
+        from basketgnn.workflow import load_trained
 
-        return NeuralRecommender.from_checkpoint(fit.dir / "best.pt", self.job.trained[name].device)
+        return load_trained(fit.dir / "best.pt", self.job.trained[name].model.device)
 
     def _evaluate(
         self, folder: Path, prepare: _Stage, split: _Stage, fits: dict[str, _Stage]
@@ -949,22 +950,20 @@ class _Runner:
         source = prepare.info["source"]
         records = []
         for name, options in self.job.baselines:
-            outcome = workflow.fit(workflow.ModelEntry(name, options), data, sp)
-            result = workflow.evaluate(outcome, data, sp, EVALUATED_PART, source)
+            outcome = workflow.train(workflow.ModelEntry(name, options), data, sp)
+            result = workflow.evaluate(outcome, data, sp, EVALUATED_PART, source, with_validation=True)
             records.append(result.to_json())
-            records[-1]["validation"] = validation_record(outcome.recommender, data, sp)
             self.say(f"  {name}: fitted and evaluated in {sum(result.timing_s.values()):.1f}s")
         for name, fit in fits.items():
             # Trained in its fit stage: only evaluated here, with that stage's fit time.
             outcome = workflow.FitOutcome(
                 workflow.ModelEntry(name), self._trained(name, fit), fit.info["train_seconds"]
             )
-            result = workflow.evaluate(outcome, data, sp, EVALUATED_PART, source)
+            result = workflow.evaluate(outcome, data, sp, EVALUATED_PART, source, with_validation=True)
             record = result.to_json()
             record["params"].update(
                 best_epoch=fit.info["best_epoch"], epochs_run=fit.info["epochs_run"]
             )
-            record["validation"] = validation_record(outcome.recommender, data, sp)
             records.append(record)
             self.say(f"  {name}: evaluated in {result.timing_s['score']:.1f}s")
         write_json(folder / "results.json", records)
@@ -987,18 +986,17 @@ class _Runner:
         selection: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         from basketgnn import workflow
-        from basketgnn.recommend import write_recommendation_file
+        from basketgnn.workflow.recommendations import write_recommendation_file
 
         data = self.data(prepare)
         model: Any
         if name in fits:
             model = self._trained(name, fits[name])
-            threads = self.job.spec.recommend.threads
-            if threads is not None:  # scoring only: the same rows (not part of the stage's key)
-                model.config = model.config.model_copy(update={"threads": threads})
+            # Scoring threads give the same rows (not part of the stage's key).
+            model.with_threads(self.job.spec.recommend.threads)
         else:
             sp = self.split(split, prepare)
-            model = workflow.fit(workflow.ModelEntry(name, dict(self.job.baselines)[name]), data, sp).recommender
+            model = workflow.train(workflow.ModelEntry(name, dict(self.job.baselines)[name]), data, sp).recommender
         # Streamed chunk by chunk into both files from one scoring: memory stays that of a
         # chunk, not of every customer's rows (tens of millions at a million customers).
         k = min(self.job.spec.recommend.k, data.n_items)
@@ -1199,30 +1197,4 @@ def _finite(metrics: dict[str, float]) -> dict[str, float | None]:
 AUTO_MODEL = "auto"
 
 
-def validation_record(model: Any, data: BasketData, sp: Split) -> dict[str, Any]:
-    """A fitted model's ranking metrics on the validation customers and its validation
-    criterion (``scoring.fusion.CRITERION`` at the cut-offs that fit the catalogue), the figure
-    ``recommend.model: auto`` compares."""
-    from basketgnn.evaluate import evaluate_model
-    from basketgnn.scoring.fusion import CRITERION, criterion_ks
 
-    cuts = criterion_ks(data.n_items)
-    metrics, _ = evaluate_model(model, data, sp["validate"], ks=cuts)
-    values = {f"{m}@{k}": metrics[f"{m}@{k}"] for m in CRITERION for k in cuts}
-    return {"criterion": sum(values.values()) / len(values), "metrics": values}
-
-
-def select_by_validation(records: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
-    """The model whose validation criterion is best (ties: the first listed), and why.
-
-    Shapes: records of the evaluate stage, each with a ``validation`` entry.
-    """
-    scores = {r["model"]: r["validation"]["criterion"] for r in records}
-    best = max(scores, key=lambda name: scores[name])  # max keeps the first of equals
-    others = ", ".join(f"{n} {v:.4f}" for n, v in scores.items() if n != best)
-    reason = (
-        f"{best}, best validation mean of recall, NDCG and PHR at 10 and 20: "
-        f"{scores[best]:.4f}" + (f" (against {others})" if others else "")
-    )
-    return best, {"rule": "best validation criterion", "validation_criterion": scores,
-                  "reason": reason}

@@ -73,7 +73,7 @@ def test_train_evaluate_predict_recommend_chain(tmp_path, capsys):
     path = tmp_path / "rep.json"
     path.write_text(json.dumps(_repeated_keys({"train": 40, "validate": 12, "test": 12})))
     config = tmp_path / "tiny.yaml"
-    config.write_text("embed_dim: 8\nbatch_size: 16\nneighbour_weight: 0\n")
+    config.write_text("embed_dim: 8\nbatch_size: 16\nfusion: off\n")
     out = tmp_path / "out"
     _main("train", "--data", str(path), "--config", str(config), "--out", str(out),
           "--epochs", "1", "--no-progress")  # fmt: skip

@@ -17,7 +17,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from basketgnn.engine.trainer import BatchPlan
+from basketgnn.engine.batching import BatchPlan
 from basketgnn.errors import UserError
 
 WORLD = 2
@@ -36,17 +36,19 @@ def _free_port() -> int:
 
 def _worker(rank: int, root: str, ports: list[int]) -> None:
     """One rank: the engine opens the group itself from torchrun's environment variables."""
-    from test_trainer import planted_data
-
     from basketgnn.data.split import make_split
-    from basketgnn.engine import trainer
+    from basketgnn.engine import callbacks, trainer
     from basketgnn.models.dnntsp import SPEC, DNNTSPConfig
+    from tests.support.planted import planted_data
 
     written: list[str] = []
     if rank != 0:  # record (and do not perform) any write a non-zero rank attempts
-        trainer.save_checkpoint = lambda path, *a, **k: written.append(str(path))
-        trainer._save_resume = lambda path, *a, **k: written.append(str(path))
-        trainer._write_log = lambda path, *a, **k: written.append(str(path))
+        def record(path, *a, **k):
+            written.append(str(path))
+            raise AssertionError(f"rank {rank} writes {path}")
+
+        for name in ("save_checkpoint", "add_extras", "write_text", "atomic_path", "open"):
+            setattr(callbacks, name, record)
     data = planted_data(n_users=60, n_items=30)
     sp = make_split(data, "temporal")
     for (name, epochs), port in zip(RUNS, ports):
@@ -54,7 +56,7 @@ def _worker(rank: int, root: str, ports: list[int]) -> None:
                           RANK=str(rank), LOCAL_RANK=str(rank))
         calls: list[int] = []
         config = DNNTSPConfig(**OPTIONS, epochs=epochs)
-        module, addon, result = trainer.train_model(
+        module, result = trainer.train_model(
             SPEC, data, sp["train"], sp["validate"], config, Path(root) / name,
             progress=False, on_epoch=lambda r, calls=calls: calls.append(r["epoch"]),
             warm_start=Path(root) / "whole" / "best.pt" if name == "warm" else None,
@@ -63,7 +65,7 @@ def _worker(rank: int, root: str, ports: list[int]) -> None:
         torch.save(
             {"state": module.state_dict(), "history": result.history, "best_epoch": result.best_epoch,
              "epochs_run": result.epochs_run, "on_epoch": calls, "written": list(written),
-             "addon": result.addon, "warm_start": result.warm_start,
+             "warm_start": result.warm_start,
              "best_validation": result.best_validation},
             Path(root) / f"{name}-{epochs}-rank{rank}.pt",
         )
@@ -166,7 +168,9 @@ def test_too_few_rows_for_the_processes_is_a_clear_error():
 
 
 def test_no_process_group_without_torchrun(monkeypatch):
-    from test_trainer import fit, planted_data
+    from test_trainer import fit
+
+    from tests.support.planted import planted_data
 
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     rec, _ = fit(planted_data(n_users=40), epochs=1)
@@ -177,7 +181,7 @@ def test_no_process_group_without_torchrun(monkeypatch):
 def test_torchrun_train_command(tmp_path):
     """`torchrun -m basketgnn train` with 2 processes: one console, one run folder, a checkpoint
     that `evaluate` reads."""
-    from test_trainer import planted_data
+    from tests.support.planted import planted_data
 
     planted_data(n_users=60, n_items=30).save(tmp_path / "data")
     (tmp_path / "small.yaml").write_text("".join(f"{k}: {v}\n" for k, v in OPTIONS.items()))

@@ -8,28 +8,13 @@ import numpy as np
 import pytest
 import torch
 
-from basketgnn.data.dataset import from_sequences
 from basketgnn.data.split import make_split
-from basketgnn.engine.losses import bpr_loss, multi_hot, soft_margin_loss, weighted_mse_loss
-from basketgnn.engine.recommender import NeuralRecommender
-from basketgnn.evaluate import evaluate_model
 from basketgnn.models.dnntsp import SPEC, DNNTSPConfig
+from basketgnn.nn.losses import bpr_loss, multi_hot, soft_margin_loss, weighted_mse_loss
+from basketgnn.recommenders.neural import NeuralRecommender
 from basketgnn.recommenders.topfreq import GTopFreq
-
-
-def planted_data(n_users: int = 240, n_items: int = 60, seed: int = 0):
-    """Each user re-buys their own 3 favourites (one per basket, cycling) plus a popular item.
-
-    A global popularity ranking cannot know the favourites; a personal model can.
-    """
-    rng = np.random.default_rng(seed)
-    seqs = []
-    for _ in range(n_users):
-        fav = rng.choice(np.arange(5, n_items), size=3, replace=False)
-        T = int(rng.integers(4, 9))
-        seqs.append([[int(fav[t % 3]), int(rng.integers(0, 5))] for t in range(T)])
-    return from_sequences(seqs, n_items=n_items)
-
+from basketgnn.workflow.harness import evaluate_model
+from tests.support.planted import planted_data
 
 FAST = dict(lr=1e-2, batch_size=32, embed_dim=16, patience=50)
 
@@ -114,32 +99,11 @@ def test_cosine_schedule_length_is_part_of_the_run(tmp_path):
     assert longer.result.history[1]["lr"] == pytest.approx(FAST["lr"] / 2)  # after epoch 2 of 4
 
 
-def test_resume_of_a_state_written_before_an_option_existed(tmp_path):
-    data = planted_data(n_users=80)
-    first, _ = fit(data, tmp_path, epochs=2)
-    state = torch.load(tmp_path / "resume.pt", weights_only=False)
-    del state["config"]["lr_schedule"]  # as written by the code before lr_schedule
-    torch.save(state, tmp_path / "resume.pt")
-    again, _ = fit(data, tmp_path, epochs=3)
-    assert [r["epoch"] for r in again.result.history] == [1, 2, 3]
-    assert again.result.history[:2] == first.result.history  # resumed, not restarted
-
-
 def test_resume_is_not_used_for_a_different_config(tmp_path):
     data = planted_data(n_users=80)
     fit(data, tmp_path, epochs=2)
     other, _ = fit(data, tmp_path, epochs=2, lr=5e-3)
     assert [r["epoch"] for r in other.result.history] == [1, 2]
-
-
-def test_neighbour_options_do_not_restart_a_finished_training(tmp_path):
-    data = planted_data(n_users=80)
-    first, _ = fit(data, tmp_path, epochs=2)
-    written = (tmp_path / "resume.pt").stat().st_mtime_ns
-    again, _ = fit(data, tmp_path, epochs=2, neighbour_weight=0)  # resumed: nothing to train
-    assert (tmp_path / "resume.pt").stat().st_mtime_ns == written  # a restart would rewrite it
-    assert again.result.history == first.result.history
-    assert again.result.addon is None and again.addon is None
 
 
 def test_early_stopping_keeps_best_epoch():
@@ -203,8 +167,8 @@ def test_base_rate_init_starts_training_at_the_base_rate():
     catalogue, the first epoch's loss is far below the all-logits-near-0 start (log 2), and
     nothing but that bias differs from the plain start of the same seed."""
     data = planted_data(n_users=80)
-    plain, sp = fit(data, epochs=1, lr=1e-3, fusion="off")
-    based, _ = fit(data, epochs=1, lr=1e-3, fusion="off", base_rate_init=True)
+    plain, sp = fit(data, epochs=1, lr=1e-3)
+    based, _ = fit(data, epochs=1, lr=1e-3, base_rate_init=True)
     assert plain.result.history[0]["train_loss"] > 0.5
     assert based.result.history[0]["train_loss"] < 0.5 * plain.result.history[0]["train_loss"]
     targets = data.targets(sp["train"].users, sp["train"].n_history)
@@ -227,8 +191,7 @@ def flat_validation(monkeypatch):
     real = trainer.validation_metrics
 
     def flat(*args, **kwargs):
-        metrics, scores = real(*args, **kwargs)
-        return {**metrics, "mean_ndcg": 0.1}, scores
+        return {**real(*args, **kwargs), "mean_ndcg": 0.1}
 
     monkeypatch.setattr(trainer, "validation_metrics", flat)
 
@@ -237,12 +200,12 @@ def test_min_steps_holds_off_early_stopping_and_a_reached_one_changes_nothing(fl
     # Validation that never improves after epoch 1: patience 2 stops after epoch 3 unless
     # min_steps asks for more steps.
     data = planted_data(n_users=80)
-    stopped, _ = fit(data, epochs=20, patience=2, fusion="off", min_steps=0)
+    stopped, _ = fit(data, epochs=20, patience=2, min_steps=0)
     assert stopped.result.epochs_run == 3 and stopped.result.best_epoch == 1
     steps = stopped.result.history[0]["steps"]
-    held, _ = fit(data, epochs=20, patience=2, fusion="off", min_steps=5 * steps)
+    held, _ = fit(data, epochs=20, patience=2, min_steps=5 * steps)
     assert held.result.epochs_run == 5 and held.result.best_epoch == 1
-    same, _ = fit(data, epochs=20, patience=2, fusion="off", min_steps=3 * steps)
+    same, _ = fit(data, epochs=20, patience=2, min_steps=3 * steps)
     drop = lambda h: [{k: v for k, v in r.items() if not k.endswith("_s")} for r in h]  # noqa: E731
     assert drop(same.result.history) == drop(stopped.result.history)
 
@@ -251,10 +214,10 @@ def test_min_steps_counts_the_steps_of_epochs_before_a_resume(flat_validation, t
     # A run stopped by patience after 3 epochs, rerun with min_steps of 5 epochs' steps: it
     # resumes (min_steps only says when to stop) and trains epochs 4 and 5, not 5 more.
     data = planted_data(n_users=80)
-    first, _ = fit(data, tmp_path, epochs=20, patience=2, fusion="off", min_steps=0)
+    first, _ = fit(data, tmp_path, epochs=20, patience=2, min_steps=0)
     assert first.result.epochs_run == 3
     steps = first.result.history[0]["steps"]
-    again, _ = fit(data, tmp_path, epochs=20, patience=2, fusion="off", min_steps=5 * steps)
+    again, _ = fit(data, tmp_path, epochs=20, patience=2, min_steps=5 * steps)
     assert again.result.epochs_run == 5
     assert again.result.history[:3] == first.result.history  # resumed, not retrained
 
@@ -263,7 +226,7 @@ def test_the_item_cap_bounds_training_and_never_scoring():
     # The same trained module scores the same with any train_history_items: the cap only
     # builds training batches.
     data = planted_data(n_users=80)
-    rec, sp = fit(data, epochs=1, fusion="off", train_history_items=3)
+    rec, sp = fit(data, epochs=1, train_history_items=3)
     assert rec.result.left_out_baskets["train"] > 0 and "validate" not in rec.result.left_out_baskets
     capped = rec.score(data, sp["test"])
     rec.config = rec.config.model_copy(update={"train_history_items": 0})
@@ -272,23 +235,23 @@ def test_the_item_cap_bounds_training_and_never_scoring():
 
 def test_work_bound_splits_long_batches_and_a_loose_one_changes_nothing():
     data = planted_data(n_users=120)
-    loose, _ = fit(data, epochs=2, fusion="off", batch_work=10**9)
-    default, _ = fit(data, epochs=2, fusion="off")
-    off, _ = fit(data, epochs=2, fusion="off", batch_work=0)
+    loose, _ = fit(data, epochs=2, batch_work=10**9)
+    default, _ = fit(data, epochs=2)
+    off, _ = fit(data, epochs=2, batch_work=0)
     drop_times = [{k: v for k, v in r.items() if not k.endswith("_s")} for r in off.result.history]
     for rec in (loose, default):  # no batch of this data reaches either bound
         assert [{k: v for k, v in r.items() if not k.endswith("_s")} for r in rec.result.history] == drop_times
-    tight, _ = fit(data, epochs=2, fusion="off", batch_work=60)  # 32 customers x ~8 nodes x T 8 > 60
+    tight, _ = fit(data, epochs=2, batch_work=60)  # 32 customers x ~8 nodes x T 8 > 60
     assert tight.result.history[0]["steps"] > 2 * off.result.history[0]["steps"]
     assert np.isfinite(tight.result.history[-1]["train_loss"])
 
 
 def test_history_cap_is_reported(tmp_path):
     data = planted_data(n_users=60)
-    rec, sp = fit(data, tmp_path, epochs=1, fusion="off", max_history=3)
+    rec, sp = fit(data, tmp_path, epochs=1, max_history=3)
     T = np.asarray(sp["train"].n_history)
     assert rec.result.left_out_baskets["train"] == int(np.maximum(T - 3, 0).sum()) > 0
     extras = torch.load(tmp_path / "best.pt", weights_only=False)
     assert extras["extras"]["left_out_baskets"] == rec.result.left_out_baskets
-    uncapped, _ = fit(data, epochs=1, fusion="off")
+    uncapped, _ = fit(data, epochs=1)
     assert uncapped.result.left_out_baskets == {}

@@ -13,8 +13,9 @@ import torch
 
 from basketgnn.data.dataset import from_sequences
 from basketgnn.data.split import Instances, make_split
+from basketgnn.engine.batching import score_source
 from basketgnn.engine.checkpoint import load_checkpoint, save_checkpoint
-from basketgnn.engine.trainer import score_source, train_model
+from basketgnn.engine.trainer import train_model
 from basketgnn.engine.warm_start import (
     apply_warm_start,
     item_indexed_entries,
@@ -166,11 +167,11 @@ def test_not_a_checkpoint_is_a_clear_error(tmp_path):
 def test_training_from_a_warm_start_validates_it_as_epoch_0_and_records_it(tmp_path):
     data, _ = _data(n_users=60)
     sp = make_split(data, "temporal")
-    config = _config("dnntsp", epochs=2, fusion="off", lr=1e-2)
+    config = _config("dnntsp", epochs=2, lr=1e-2)
     spec = get_spec("dnntsp")
     train_model(spec, data, sp["train"], sp["validate"], config, tmp_path / "day1", progress=False)
     day1 = load_checkpoint(tmp_path / "day1" / "best.pt")
-    _, _, result = train_model(spec, data, sp["train"], sp["validate"], config, tmp_path / "day2",
+    _, result = train_model(spec, data, sp["train"], sp["validate"], config, tmp_path / "day2",
                                progress=False, warm_start=tmp_path / "day1" / "best.pt")
     assert result.warm_start is not None and result.warm_start.items_kept == N_ITEMS
     # Epoch 0 is the day-1 model on the same validation customers: its metrics, exactly.
@@ -180,7 +181,7 @@ def test_training_from_a_warm_start_validates_it_as_epoch_0_and_records_it(tmp_p
     if result.best_epoch == 0:
         assert result.best_validation == pytest.approx(day1.extras["validation"])
     # Warm-started training is a different run: a scratch resume.pt in its folder is not resumed.
-    _, _, again = train_model(spec, data, sp["train"], sp["validate"], config, tmp_path / "day1",
+    _, again = train_model(spec, data, sp["train"], sp["validate"], config, tmp_path / "day1",
                               progress=False, warm_start=tmp_path / "day2" / "best.pt")
     assert again.warm_start is not None and [r["epoch"] for r in again.history] == [1, 2]
 

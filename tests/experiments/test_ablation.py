@@ -12,7 +12,6 @@ import yaml
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.ingest import PrepareOptions, prepare_log
 from basketgnn.data.synth import generate_log, write_log
-from basketgnn.engine.recommender import NeuralRecommender
 from basketgnn.errors import UserError
 from basketgnn.experiments.ablation import (
     METRIC_NAMES,
@@ -24,10 +23,11 @@ from basketgnn.experiments.ablation import (
     write_chart,
     write_table,
 )
+from basketgnn.recommenders.neural import NeuralRecommender
 
 RECORD_KEYS = {
     "dataset", "data_path", "data_hash", "variant", "kind", "seed", "config", "config_hash", "split",
-    "metrics", "train_s", "score_s", "best_epoch", "epochs_run", "neighbours", "finished_at",
+    "metrics", "train_s", "score_s", "best_epoch", "epochs_run", "fusion", "finished_at",
 }  # fmt: skip
 TABLE_METRICS = ["recall@10", "ndcg@10", "phr@10", "recall@20"]
 
@@ -101,10 +101,10 @@ def test_grid_writes_one_line_per_run_and_skips_finished_runs(tmp_path, dataset,
             assert r["config"]["gcn"] == (r["variant"] == "full")
             assert r["config"]["seed"] == r["seed"] and r["config"]["epochs"] == 2
             assert 1 <= r["best_epoch"] <= r["epochs_run"] <= 2
-            # the validation choice of the default add-on, fusion with TIFU-KNN
-            assert set(r["neighbours"]) == {"kind", "k", "weight"} and r["neighbours"]["kind"] == "tifu-fusion"
+            # the validation choice of the default fusion with TIFU-KNN
+            assert set(r["fusion"]) == {"k", "weight"} and 0 <= r["fusion"]["weight"] <= 1
         else:
-            assert r["best_epoch"] is None and r["epochs_run"] is None and r["neighbours"] is None
+            assert r["best_epoch"] is None and r["epochs_run"] is None and r["fusion"] is None
     # One hash per setting: the seeds of a variant share it (the seed is its own key part).
     assert len({(r["variant"], r["config_hash"]) for r in rows}) == 3
     assert len({r["config_hash"] for r in rows}) == 3

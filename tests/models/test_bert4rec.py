@@ -13,8 +13,8 @@ from zoo_support import (
     with_padding,
 )
 
-from basketgnn.engine.losses import multi_hot
 from basketgnn.models.bert4rec import SPEC, BERT4RecConfig
+from basketgnn.nn.losses import multi_hot
 
 
 def tiny(config: BERT4RecConfig):

@@ -19,8 +19,8 @@ import torch.nn.functional as F
 
 from basketgnn.data.dataset import BasketData, from_sequences
 from basketgnn.data.split import Instances, prefix_instances
-from basketgnn.engine.losses import compute_loss, multi_hot
-from basketgnn.engine.spec import ModelSpec
+from basketgnn.models.spec import ModelSpec
+from basketgnn.nn.losses import compute_loss, multi_hot
 
 N_ITEMS, GROUP = 24, 4
 

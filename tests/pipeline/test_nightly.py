@@ -147,11 +147,11 @@ def test_neighbour_pool_cap_also_bounds_each_trained_models_fusion_unless_set_th
     log = tmp_path / "log.csv"
     write_log(generate_log(n_customers=20, n_items=10, mean_baskets=4, seed=0), log)
     job = write_job(tmp_path / "a", log, neighbours={"pool_cap": 1000}, models={"dnntsp": DNNTSP})
-    assert load_job(job).trained["dnntsp"].neighbour_pool_cap == 1000
+    assert load_job(job).trained["dnntsp"].fusion.neighbour_pool_cap == 1000
     own = {**DNNTSP, "neighbour_pool_cap": 50}
     job = write_job(tmp_path / "b", log, neighbours={"pool_cap": 1000}, models={"dnntsp": own})
-    assert load_job(job).trained["dnntsp"].neighbour_pool_cap == 50
+    assert load_job(job).trained["dnntsp"].fusion.neighbour_pool_cap == 50
     job = write_job(tmp_path / "c", log, models={"dnntsp": DNNTSP})
     from basketgnn.scoring.tifu import DEFAULT_POOL_CAP
 
-    assert load_job(job).trained["dnntsp"].neighbour_pool_cap == DEFAULT_POOL_CAP == 20_000
+    assert load_job(job).trained["dnntsp"].fusion.neighbour_pool_cap == DEFAULT_POOL_CAP == 20_000

@@ -210,7 +210,7 @@ def test_changing_only_where_training_runs_reruns_nothing(first, log, tmp_path):
 
 
 def test_recommend_threads_score_with_two_threads_and_the_same_rows(first, log, tmp_path, monkeypatch):
-    from basketgnn.engine.recommender import NeuralRecommender
+    from basketgnn.recommenders.neural import NeuralRecommender
 
     config, _ = first
     shutil.copytree(config.parent / "run", tmp_path / "run")
@@ -218,13 +218,13 @@ def test_recommend_threads_score_with_two_threads_and_the_same_rows(first, log, 
     job = write_job(tmp_path, log[0], recommend={"k": K, "threads": 2})
     assert run(job)["ran"] == []  # scoring threads are not part of any stage's key
     used: list[int] = []
-    original = NeuralRecommender.rank
+    original = NeuralRecommender.setup
 
-    def rank(self, *args, **kwargs):
-        used.append(self.config.threads)  # what rank() scores with (_threads)
+    def setup(self, *args, **kwargs):
+        used.append(self.config.threads)  # what ranking scores with (alone or fused)
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(NeuralRecommender, "rank", rank)
+    monkeypatch.setattr(NeuralRecommender, "setup", setup)
     for stage in (tmp_path / "run" / "stages").glob("recommend-*"):
         shutil.rmtree(stage)
     summary = run(job)

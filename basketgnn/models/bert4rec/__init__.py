@@ -6,11 +6,11 @@ import torch
 from torch import nn
 
 from basketgnn.data.sequences import SequenceBatch
-from basketgnn.engine.losses import compute_loss, multi_hot
-from basketgnn.engine.spec import ModelSpec
 from basketgnn.models.bert4rec.config import BERT4RecConfig
 from basketgnn.models.bert4rec.model import BERT4Rec, ClozeOutput
 from basketgnn.models.sequential import batches
+from basketgnn.models.spec import ModelSpec
+from basketgnn.nn.losses import compute_loss, multi_hot
 
 
 def build(n_items: int, config: BERT4RecConfig) -> BERT4Rec:

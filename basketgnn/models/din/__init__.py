@@ -6,11 +6,11 @@ import torch
 from torch import nn
 
 from basketgnn.data.sequences import SequenceBatch
-from basketgnn.engine.losses import compute_loss, multi_hot
-from basketgnn.engine.spec import ModelSpec
 from basketgnn.models.din.config import DINConfig
 from basketgnn.models.din.model import DIN
 from basketgnn.models.sequential import batches
+from basketgnn.models.spec import ModelSpec
+from basketgnn.nn.losses import compute_loss, multi_hot
 
 
 def build(n_items: int, config: DINConfig) -> DIN:

@@ -1,6 +1,6 @@
 """DNNTSP (Yu et al., KDD 2020) as one model folder: the module and its config in
 ``model.py``, the data it reads (per-user co-occurrence graphs, ``graph.cooccurrence``) and its
-:class:`~basketgnn.engine.spec.ModelSpec` here. The engine does the rest."""
+:class:`~basketgnn.models.spec.ModelSpec` here. The engine does the rest."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
-from basketgnn.engine.spec import ModelSpec
 from basketgnn.graph.cooccurrence import GraphBatch, UserGraphs, build_user_graphs
 from basketgnn.models.dnntsp.model import DNNTSP, DNNTSPConfig
+from basketgnn.models.spec import ModelSpec, SparseForward
 
 __all__ = ["DNNTSP", "DNNTSPConfig", "SPEC"]
 
@@ -40,6 +40,13 @@ def _init(module: DNNTSP, data: BasketData, train: Instances, config: Any) -> No
         module.init_base_rate(len(data.targets(train.users, train.n_history).values), len(train))
 
 
+def _score_sparse(module: DNNTSP, batch: GraphBatch) -> SparseForward | None:
+    out = module.forward_sparse(batch)
+    if out is None:
+        return None
+    return SparseForward(out[0], batch.node_user, batch.node_item, out[1])
+
+
 SPEC = ModelSpec(
     name="dnntsp",
     description="DNNTSP (Yu et al., KDD 2020): weighted GCN, temporal attention, gated scorer",
@@ -48,4 +55,5 @@ SPEC = ModelSpec(
     batches=_batches,
     skip_batch=_too_small_for_batchnorm,
     init=_init,
+    score_sparse=_score_sparse,
 )

@@ -24,8 +24,8 @@ from pydantic import (
 )
 from torch import nn
 
-from basketgnn.engine.options import TrainOptions
 from basketgnn.graph.cooccurrence import GraphBatch
+from basketgnn.models.options import TrainOptions
 from basketgnn.nn.aggregation import TemporalAggregation
 from basketgnn.nn.gated_scorer import GatedScorer, membership_features, repeat_features
 from basketgnn.nn.temporal_attention import MaskedTemporalSelfAttention
@@ -35,7 +35,7 @@ from basketgnn.nn.weighted_gcn import WeightedGCN
 class DNNTSPConfig(TrainOptions):
     """Everything that defines a DNNTSP model and its training; the single source of truth.
     The training options (lr, epochs, seed, device, ...) are the engine's
-    (:class:`basketgnn.engine.options.TrainOptions`).
+    (:class:`basketgnn.models.options.TrainOptions`).
 
     The defaults are basketgnn's product settings: the published model plus three measured
     improvements (presence, repeat_features, dropout 0.2; see BENCHMARKS.md §5, §9), history caps

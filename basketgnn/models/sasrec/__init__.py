@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from basketgnn.engine.spec import ModelSpec
 from basketgnn.models.sasrec.config import SASRecConfig
 from basketgnn.models.sasrec.model import SASRec
 from basketgnn.models.sequential import batches
+from basketgnn.models.spec import ModelSpec
 
 
 def build(n_items: int, config: SASRecConfig) -> SASRec:

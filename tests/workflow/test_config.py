@@ -1,4 +1,5 @@
-"""The config factory: YAML + overrides -> DNNTSPConfig, with clear errors."""
+"""The config factory: YAML + overrides -> a model's settings (its config and the fusion's
+options), with clear errors."""
 
 from __future__ import annotations
 
@@ -6,17 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from basketgnn.config import config_reference, load_config
 from basketgnn.errors import UserError
 from basketgnn.models.dnntsp import DNNTSPConfig
+from basketgnn.recommenders.fused import FusionOptions
+from basketgnn.workflow.config import Settings, config_reference, load_config
 
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parents[2]
 
 
 def test_yaml_then_overrides(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("embed_dim: 16\nlr: 0.01\n")
-    cfg = load_config(path, lr=0.5, seed=None)
+    cfg = load_config(path, lr=0.5, seed=None).model
     assert (cfg.embed_dim, cfg.lr, cfg.seed) == (16, 0.5, 0)
 
 
@@ -41,7 +43,7 @@ def test_unknown_key_and_bad_value_are_user_errors(tmp_path):
 def test_validation_errors_name_nested_keys_list_positions_and_valid_keys():
     from pydantic import BaseModel, ConfigDict, ValidationError
 
-    from basketgnn.config import describe_validation_error
+    from basketgnn.workflow.config import describe_validation_error
 
     class Inner(BaseModel):
         model_config = ConfigDict(extra="forbid")
@@ -67,41 +69,38 @@ def test_validation_errors_name_nested_keys_list_positions_and_valid_keys():
 
 def test_reference_lists_every_option_and_loads_back(tmp_path):
     text = config_reference()
-    for name in DNNTSPConfig.model_fields:
+    for name in [*DNNTSPConfig.model_fields, *FusionOptions.model_fields]:
         assert f"\n{name}: " in "\n" + text
+    assert all(line.startswith("# ") for line in text.splitlines()[::2])  # one line per option
     path = tmp_path / "all.yaml"
     path.write_text(text)
-    assert load_config(path) == DNNTSPConfig()
+    assert load_config(path) == Settings(DNNTSPConfig(), FusionOptions())
 
 
 def test_published_preset_turns_every_extension_off():
-    cfg = load_config(PROJECT / "configs" / "published.yaml")
+    settings = load_config(PROJECT / "configs" / "published.yaml")
+    cfg = settings.model
+    assert settings.fusion.fusion == "off"
     assert not (cfg.presence or cfg.repeat_features or cfg.user_context or cfg.train_prefixes)
     assert not (cfg.item_prior or cfg.explore_attention or cfg.base_rate_init)
     assert (cfg.max_history, cfg.train_history_items, cfg.batch_work, cfg.min_steps) == (0, 0, 0, 0)
-    assert cfg.neighbour_weight == 0
     assert (cfg.embed_dim, cfg.lr, cfg.batch_size, cfg.heads, cfg.gcn_layers) == (32, 1e-3, 64, 4, 2)
 
 
-def test_neighbour_options_are_auto_or_a_number():
-    assert load_config(None).neighbour_weight == "auto"
-    assert load_config(None, neighbour_weight=0.2, neighbour_k=50).neighbour_k == 50
-    with pytest.raises(UserError, match=r"neighbour_weight: .*must be 'auto' or a number >= 0"):
-        load_config(None, neighbour_weight=-1)
-    with pytest.raises(UserError, match=r"neighbour_k: .*must be 'auto' or a number >= 1"):
-        load_config(None, neighbour_k=0)
-
-
-def test_fusion_option_and_the_meaning_of_older_neighbour_configs(tmp_path):
-    assert load_config(None).fusion == "tifu"
-    assert load_config(PROJECT / "configs" / "published.yaml").fusion == "off"
+def test_fusion_options_sit_beside_the_model_options(tmp_path):
+    settings = load_config(None)
+    assert settings.fusion == FusionOptions() and settings.fusion.fusion == "tifu"
     bare = tmp_path / "c.yaml"
-    bare.write_text("fusion: off\n")  # YAML reads a bare off as false
-    assert load_config(bare).fusion == "off"
-    # Before `fusion`, setting the neighbour options meant the neighbour term (0: none).
-    assert load_config(None, neighbour_weight=0).fusion == "off"
-    assert load_config(None, neighbour_weight=0.3).fusion == "neighbours"
-    assert load_config(None, neighbour_k=50).fusion == "neighbours"
-    assert load_config(None, fusion="tifu", neighbour_weight=0).fusion == "tifu"
-    with pytest.raises(UserError, match=r"fusion: Input should be 'tifu', 'neighbours' or 'off'"):
-        load_config(None, fusion="rank")
+    bare.write_text("fusion: off\ntransitions: false\nneighbour_pool_cap: 50\nlr: 0.5\n")  # a bare off is false
+    settings = load_config(bare)
+    assert (settings.fusion.fusion, settings.fusion.transitions, settings.fusion.neighbour_pool_cap) == ("off", False, 50)
+    assert settings.model.lr == 0.5 and "fusion" not in settings.model.model_dump()
+    assert settings.dump() == {**settings.model.model_dump(), **settings.fusion.model_dump()}
+    updated = settings.update(fusion="tifu", lr=0.1)
+    assert (updated.fusion.fusion, updated.model.lr, updated.fusion.neighbour_pool_cap) == ("tifu", 0.1, 50)
+    with pytest.raises(UserError, match=r"fusion: Input should be 'tifu' or 'off'"):
+        load_config(None, fusion="neighbours")
+    with pytest.raises(UserError, match=r"neighbour_pool_cap: Input should be greater than or equal to 1"):
+        load_config(None, neighbour_pool_cap=0)
+    with pytest.raises(UserError, match=r"neighbour_weight: unknown key"):  # the older add-on's option
+        load_config(None, neighbour_weight=0.3)

@@ -49,9 +49,9 @@ import pyarrow.parquet as pq
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
 from basketgnn.errors import UserError
-from basketgnn.evaluate import rank_items
 from basketgnn.io_utils import atomic_path, part_index, part_path, write_json, write_table_stream
 from basketgnn.recommenders.base import Recommender
+from basketgnn.workflow.harness import rank_items
 
 #: The columns of every recommendation output.
 SCHEMA = pa.schema(

@@ -1,17 +1,42 @@
 """The one YAML loader, and the one place that turns a YAML file and command-line overrides into
-a model's config (any registered neural model; ``dnntsp`` by default)."""
+a model's settings (any registered neural model; ``dnntsp`` by default): the model's config and
+the options of the fusion chosen after training, written side by side in one file."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from basketgnn.engine.options import TrainOptions
 from basketgnn.errors import UserError
+from basketgnn.models.options import TrainOptions
+from basketgnn.recommenders.fused import FusionOptions
 from basketgnn.registry import DEFAULT_MODEL, config_class
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A neural model's settings: its config (the model's and the engine's options) and the
+    fusion options that act after training."""
+
+    model: TrainOptions
+    fusion: FusionOptions = field(default_factory=FusionOptions)
+
+    def update(self, **changes: Any) -> Settings:
+        """A copy with ``changes`` (keys of either part) applied, checked."""
+        fusion_keys = {k: v for k, v in changes.items() if k in FusionOptions.model_fields}
+        model_keys = {k: v for k, v in changes.items() if k not in fusion_keys}
+        return Settings(
+            type(self.model)(**{**self.model.model_dump(), **model_keys}),
+            FusionOptions(**{**self.fusion.model_dump(), **fusion_keys}),
+        )
+
+    def dump(self) -> dict[str, Any]:
+        """Both parts as one flat mapping, as a config file writes them."""
+        return {**self.model.model_dump(), **self.fusion.model_dump()}
 
 
 def load_yaml(path: str | Path, what: str, *, allow_empty: bool = False) -> dict[str, Any]:
@@ -34,22 +59,28 @@ def load_yaml(path: str | Path, what: str, *, allow_empty: bool = False) -> dict
 
 def load_config(
     path: str | Path | None = None, *, model: str = DEFAULT_MODEL, **overrides: Any
-) -> TrainOptions:
-    """``model``'s config: defaults, then the YAML file's keys, then non-None ``overrides``.
+) -> Settings:
+    """``model``'s settings: defaults, then the YAML file's keys, then non-None ``overrides``.
 
     Unknown keys and bad values are a :class:`UserError` naming the key and the valid ones.
     """
-    config_cls = config_class(model)
     values: dict[str, Any] = {}
     if path is not None:
         path = Path(path)
         values.update(load_yaml(path, "the config", allow_empty=True))
     values.update({k: v for k, v in overrides.items() if v is not None})
+    return settings_from(values, model, f"{path}: " if path is not None else "")
+
+
+def settings_from(values: dict[str, Any], model: str = DEFAULT_MODEL, where: str = "") -> Settings:
+    """``model``'s settings from one flat mapping of options (a config file's keys)."""
+    config_cls = config_class(model)
     try:
-        return config_cls(**values)
+        rest, fusion = FusionOptions.split(values)
+        return Settings(config_cls(**rest), fusion)
     except ValidationError as e:
-        where = f"{path}: " if path is not None else ""
-        problems = describe_validation_error(e, config_cls)
+        checking = FusionOptions if e.title == FusionOptions.__name__ else config_cls
+        problems = describe_validation_error(e, checking)
         raise UserError(f"{where}invalid config ({problems}).") from None
 
 
@@ -100,14 +131,15 @@ def _valid_keys(model: type[BaseModel], loc: list[str | int]) -> list[str]:
 
 
 def config_reference(model: str = DEFAULT_MODEL) -> str:
-    """Every option of ``model`` with its default and description, as commented YAML."""
+    """Every option of ``model`` with its default and description, as commented YAML: the
+    model's own options, the engine's training options, then the fusion's."""
     fields = config_class(model).model_fields
     # The model's own options first, then the engine's training options.
     order = [n for n in fields if n not in TrainOptions.model_fields] + [
         n for n in fields if n in TrainOptions.model_fields
     ]
     lines = []
-    for name, f in ((n, fields[n]) for n in order):
+    for name, f in [(n, fields[n]) for n in order] + list(FusionOptions.model_fields.items()):
         lines.append(f"# {f.description}")
         lines.append(f"{name}: {yaml.safe_dump(f.default).strip().removesuffix('...').strip()}")
     return "\n".join(lines) + "\n"

@@ -11,12 +11,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import basketgnn.recommend as recommend_mod
+import basketgnn.workflow.recommendations as recommend_mod
 from basketgnn.data.dataset import BasketData, from_sequences
 from basketgnn.data.split import Instances, make_split
 from basketgnn.errors import UserError
 from basketgnn.io_utils import write_table_stream
-from basketgnn.recommend import (
+from basketgnn.registry import make_baseline
+from basketgnn.workflow.recommendations import (
     MANIFEST,
     Shard,
     iter_recommendations,
@@ -26,7 +27,6 @@ from basketgnn.recommend import (
     write_recommendation_file,
     write_recommendation_parts,
 )
-from basketgnn.registry import make_baseline
 
 N_USERS, N_ITEMS = 23, 9
 

@@ -1,20 +1,16 @@
-"""The one workflow core: prepare -> split -> fit -> evaluate -> recommend.
+"""Evaluation for every front end: prepare -> split -> train -> evaluate, as one
+:class:`Experiment`, and the one choice of a model by its validation figure.
 
-The demo (``basketgnn demo``), the pipeline (``basketgnn/pipeline/run.py``) and the ablation
-(``basketgnn/experiments/ablation.py``) are front ends to these functions; none of them fits,
-evaluates or recommends on its own. As in cornac's ``Experiment(eval_method, models, metrics)``,
-an experiment is data: a split, a list of :class:`ModelEntry`, and the cut-offs, run by
-:class:`Experiment`. Every model is found by name in :mod:`basketgnn.registry`, so nothing
-here names one.
-
-Records that leave this module are typed: :class:`FitOutcome`, :class:`ModelResult`.
+As in cornac's ``Experiment(eval_method, models, metrics)``, an experiment is data: a split, a
+list of :class:`~basketgnn.workflow.training.ModelEntry`, and the cut-offs. Every model is found by
+name in :mod:`basketgnn.registry`, so nothing here names one. Result rows are one typed record,
+:class:`ModelResult`.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,51 +19,22 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from basketgnn import registry
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Split, make_split
 from basketgnn.errors import UserError
-from basketgnn.evaluate import evaluate_model
 from basketgnn.metrics import KS
-from basketgnn.recommend import recommend_all
 from basketgnn.recommenders.base import Recommender
-
-# --- records ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ModelEntry:
-    """One model of an experiment: a registry name, its options (a baseline's constructor
-    options, or a neural model's config / overrides) and, for neural models, the folder its
-    training writes (best.pt, resume.pt, train_log.jsonl; None: nowhere) and the checkpoint its
-    training starts from (warm start; None: from scratch)."""
-
-    name: str
-    options: Any = None
-    out_dir: Path | None = None
-    label: str | None = None  # shown and recorded instead of the name (an ablation variant)
-    warm_start: Path | None = None
-
-
-@dataclass
-class FitOutcome:
-    """A fitted model: the recommender, the seconds fitting took and, for neural models, the
-    training summary (best epoch, history, the add-on choice)."""
-
-    entry: ModelEntry
-    recommender: Recommender
-    fit_s: float
-
-    @property
-    def training(self) -> Any:
-        """The engine's TrainResult (None for a baseline or a loaded checkpoint)."""
-        return getattr(self.recommender, "result", None)
+from basketgnn.scoring.fusion_choice import CRITERION, criterion_ks
+from basketgnn.workflow.harness import evaluate_model
+from basketgnn.workflow.recommendations import recommend_all
+from basketgnn.workflow.training import FitOutcome, ModelEntry, train
 
 
 @dataclass(frozen=True)
 class ModelResult:
-    """One machine-readable result row: the keys of ``evaluate --output``, the demo's and the
-    pipeline's metrics.json (see :meth:`to_json`)."""
+    """One machine-readable result row: the keys of ``evaluate --output``, the demo's, the
+    pipeline's and the ablation's records (see :meth:`to_json`). ``validation``: the figure the
+    choice by validation compares (:func:`validation_record`), when measured."""
 
     model: str
     params: dict[str, Any]
@@ -79,10 +46,11 @@ class ModelResult:
     timing_s: dict[str, float]
     best_epoch: int | None = None
     epochs_run: int | None = None
-    addon: dict[str, Any] | None = None  # what the add-on step chose ({kind, k, weight}), if any
+    fusion: dict[str, Any] | None = None  # what the fusion step chose ({weight, k}), if it ran
+    validation: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        record = {
             "model": self.model,
             "params": self.params,
             "data": self.data,
@@ -92,11 +60,12 @@ class ModelResult:
             "metrics": self.metrics,
             "timing_s": self.timing_s,
         }
+        return record if self.validation is None else {**record, "validation": self.validation}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ModelResult:
         return cls(**{k: d[k] for k in ("model", "params", "data", "split", "part", "n_users",
-                                        "metrics", "timing_s")})
+                                        "metrics", "timing_s")}, validation=d.get("validation"))
 
 
 # --- the steps --------------------------------------------------------------------------------
@@ -126,29 +95,6 @@ def split(data: BasketData, kind: str = "auto", seed: int = 0) -> Split:
     return make_split(data, kind, seed)
 
 
-def make(entry: ModelEntry, *, progress: bool = False, on_epoch: Callable[[dict[str, Any]], None] | None = None) -> Recommender:
-    """An unfitted recommender for ``entry`` (registry name, options, training folder)."""
-    return registry.make_recommender(
-        entry.name, entry.options, out_dir=entry.out_dir, progress=progress, on_epoch=on_epoch,
-        warm_start=entry.warm_start,
-    )
-
-
-def fit(
-    entry: ModelEntry,
-    data: BasketData,
-    sp: Split,
-    *,
-    progress: bool = False,
-    on_epoch: Callable[[dict[str, Any]], None] | None = None,
-) -> FitOutcome:
-    """Fit on the split's training part; its validation part chooses epochs / tuning."""
-    recommender = make(entry, progress=progress, on_epoch=on_epoch)
-    t0 = time.perf_counter()
-    recommender.fit(data, sp["train"], sp["validate"])
-    return FitOutcome(entry, recommender, time.perf_counter() - t0)
-
-
 def evaluate(
     outcome: FitOutcome,
     data: BasketData,
@@ -156,17 +102,20 @@ def evaluate(
     part: str = "test",
     data_label: str = "",
     ks: tuple[int, ...] = KS,
+    *,
+    with_validation: bool = False,
 ) -> ModelResult:
-    """Metrics of a fitted model on ``sp[part]`` as a :class:`ModelResult`."""
+    """Metrics of a fitted model on ``sp[part]`` as a :class:`ModelResult` (``with_validation``:
+    with its :func:`validation_record`)."""
     if part not in sp.parts:
         raise UserError(f"Unknown split part {part!r}; choose one of {', '.join(sp.parts)}.")
     instances = sp[part]
     metrics, score_s = evaluate_model(outcome.recommender, data, instances, ks)
     params = outcome.recommender.params()
     training = outcome.training
-    addon = None
-    if training is not None and training.addon is not None:
-        addon = {"kind": training.addon.kind, "k": training.addon.k, "weight": training.addon.weight}
+    fusion = None
+    if outcome.fusion is not None:
+        fusion = {"weight": outcome.fusion["weight"], "k": outcome.fusion["k"]}
     return ModelResult(
         model=outcome.entry.label or outcome.recommender.name,
         params=params,
@@ -178,7 +127,8 @@ def evaluate(
         timing_s={"fit": round(outcome.fit_s, 3), "score": round(score_s, 3)},
         best_epoch=training.best_epoch if training is not None else params.get("best_epoch"),
         epochs_run=training.epochs_run if training is not None else params.get("epochs_run"),
-        addon=addon,
+        fusion=fusion,
+        validation=validation_record(outcome.recommender, data, sp) if with_validation else None,
     )
 
 
@@ -214,7 +164,7 @@ class Experiment:
             hook = None
             if self.on_epoch is not None:
                 hook = functools.partial(self.on_epoch, entry)
-            outcome = fit(entry, self.data, self.split, progress=self.progress, on_epoch=hook)
+            outcome = train(entry, self.data, self.split, progress=self.progress, on_epoch=hook)
             self.fitted[entry.label or entry.name] = outcome
             result = evaluate(outcome, self.data, self.split, self.part, self.data_label, self.ks)
             results.append(result)
@@ -229,3 +179,29 @@ def first_customer_line(frame: pd.DataFrame, n: int = 5) -> str:
     return f"customer {first['customer_id'].iloc[0]}: " + ", ".join(
         f"{i} ({s:.2f})" for i, s in zip(first["item_id"], np.asarray(first["score"]))
     )
+
+
+def validation_record(model: Any, data: BasketData, sp: Split) -> dict[str, Any]:
+    """A fitted model's ranking metrics on the validation customers and its validation
+    criterion (``scoring.fusion_choice.CRITERION`` at the cut-offs that fit the catalogue): the figure
+    :func:`select_by_validation` compares."""
+    cuts = criterion_ks(data.n_items)
+    metrics, _ = evaluate_model(model, data, sp["validate"], ks=cuts)
+    values = {f"{m}@{k}": metrics[f"{m}@{k}"] for m in CRITERION for k in cuts}
+    return {"criterion": sum(values.values()) / len(values), "metrics": values}
+
+
+def select_by_validation(records: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+    """The model whose validation criterion is best (ties: the first listed), and why.
+
+    Shapes: result records (:meth:`ModelResult.to_json`), each with a ``validation`` entry.
+    """
+    scores = {r["model"]: r["validation"]["criterion"] for r in records}
+    best = max(scores, key=lambda name: scores[name])  # max keeps the first of equals
+    others = ", ".join(f"{n} {v:.4f}" for n, v in scores.items() if n != best)
+    reason = (
+        f"{best}, best validation mean of recall, NDCG and PHR at 10 and 20: "
+        f"{scores[best]:.4f}" + (f" (against {others})" if others else "")
+    )
+    return best, {"rule": "best validation criterion", "validation_criterion": scores,
+                  "reason": reason}

@@ -1,13 +1,15 @@
-"""The contract between a trainable model and the one training engine.
+"""The contract between a trainable model, the one training engine and the recommender that
+scores it.
 
 A neural model is one folder under ``basketgnn/models/<name>/`` that builds a :class:`ModelSpec`
 and registers it (``basketgnn.registry``). The engine (``basketgnn/engine/``) owns everything
-else: devices, batching order, the optimiser, early stopping, resume, checkpoints, logs, DDP.
+else of training: devices, batching order, the optimiser, early stopping, resume, checkpoints,
+logs, DDP; :class:`basketgnn.recommenders.neural.NeuralRecommender` scores and ranks with it.
 
 The pieces a model supplies:
 
 * ``config_cls``: a pydantic model of its options. It subclasses
-  :class:`basketgnn.engine.options.TrainOptions`, so every
+  :class:`basketgnn.models.options.TrainOptions`, so every
   model has the same training options (lr, epochs, patience, seed, device, ...) under the same
   names; model options are added beside them.
 * ``build(n_items, config) -> nn.Module``: a plain module whose ``forward(batch)`` returns
@@ -36,6 +38,11 @@ The pieces a model supplies:
   unchanged) is item-indexed, its first ``p`` rows are padding (kept as they are) and row
   ``p + i`` is catalogue item ``i``. A model whose item rows are laid out otherwise supplies
   this hook.
+* ``score_sparse(module, batch) -> SparseForward | None``: optional; the module's scores of a
+  batch as one row shared by every customer plus each customer's own entries (DNNTSP's
+  default configuration: an item outside a customer's history scores the same for everyone).
+  Ranking then reads a few candidates per customer instead of the [B, n_items] matrix, with
+  the same items and values. None for a configuration without that form.
 
 Registration (``basketgnn/registry.py``) is one line naming the package, whose ``__init__.py``
 exposes ``SPEC: ModelSpec``; the package is imported only when the model is used.
@@ -53,7 +60,7 @@ from torch import nn
 
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
-from basketgnn.engine.options import TrainOptions
+from basketgnn.models.options import TrainOptions
 
 
 class Batch(Protocol):
@@ -61,6 +68,20 @@ class Batch(Protocol):
     target_offsets: torch.Tensor | None
 
     def to(self, device: torch.device | str) -> Batch: ...
+
+
+@dataclass(frozen=True)
+class SparseForward:
+    """A batch's scores in shared form: ``base`` [n_items] for items outside a customer's own
+    entries, and entry m = (``row[m]``, ``item[m]``) scoring ``value[m]``; ``row`` indexes the
+    batch's rows.
+
+    Shapes: base [I], row [M], item [M], value [M]."""
+
+    base: torch.Tensor
+    row: torch.Tensor
+    item: torch.Tensor
+    value: torch.Tensor
 
 
 class BatchSource(Protocol):
@@ -87,3 +108,4 @@ class ModelSpec:
     skip_batch: Callable[[Batch], bool] | None = None
     init: Callable[[nn.Module, BasketData, Instances, Any], None] | None = None
     item_indexed: Callable[[Any], dict[str, int]] | None = None
+    score_sparse: Callable[[nn.Module, Batch], SparseForward | None] | None = None

@@ -8,10 +8,10 @@ import pytest
 
 from basketgnn.data.ingest import read_dnntsp_json
 from basketgnn.data.split import make_split
-from basketgnn.engine.options import TrainOptions
-from basketgnn.engine.trainer import BatchPlan, length_batches
+from basketgnn.engine.batching import BatchPlan, length_batches
 from basketgnn.graph.cooccurrence import build_user_graphs
 from basketgnn.models.dnntsp import DNNTSPConfig
+from basketgnn.models.options import TrainOptions
 
 
 def test_one_process_runs_the_whole_seeded_plan():

@@ -11,8 +11,8 @@ from basketgnn.data.ingest import prepare_log
 from basketgnn.data.split import Instances, Split, make_split
 from basketgnn.data.synth import generate_log, write_log
 from basketgnn.errors import UserError
-from basketgnn.evaluate import evaluate_model, fit_and_evaluate
 from basketgnn.recommenders.topfreq import PTopFreq
+from basketgnn.workflow.harness import evaluate_model, fit_and_evaluate
 
 
 class RecordingPTopFreq(PTopFreq):

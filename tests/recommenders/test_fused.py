@@ -1,24 +1,24 @@
-"""NeuralRecommender.rank: the top k of score()'s matrix, ties included, whether it ranks a few
-candidates (DNNTSP's default scorer, no add-on or the TIFU fusion) or the dense matrix."""
+"""rank of a neural model and of the fusion wrapped around it: the top k of score()'s matrix, ties
+included, whether it ranks a few candidates (DNNTSP's default scorer, alone or fused with TIFU-KNN)
+or the dense matrix, on one thread or with the fusion's search in parts beside the forward."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
-from test_trainer import planted_data
 
 from basketgnn.data.split import Instances, make_split
-from basketgnn.engine import recommender as recommender_module
-from basketgnn.engine.addons import FusionAddOn, NeighbourAddOn
-from basketgnn.engine.recommender import NeuralRecommender
-from basketgnn.evaluate import rank_items
 from basketgnn.metrics import top_k
 from basketgnn.models.dnntsp import DNNTSP, SPEC, DNNTSPConfig
-from basketgnn.models.neighbours import NeighbourPool
+from basketgnn.recommenders import fused as fused_module
+from basketgnn.recommenders.fused import FusedRecommender
+from basketgnn.recommenders.neural import NeuralRecommender
 from basketgnn.scoring.fusion import ScoreFusion, TifuScorer
 from basketgnn.scoring.tifu import TifuParams
 from basketgnn.scoring.transitions import TransitionOption, TransitionScorer
+from basketgnn.workflow.harness import rank_items
+from tests.support.planted import planted_data
 
 
 def recommender(data, config, seed=0):
@@ -44,9 +44,10 @@ def test_rank_equals_the_top_k_of_score(weight, user_context, threads):
     data = planted_data(n_users=120, n_items=40)
     sp = make_split(data, "temporal")
     config = DNNTSPConfig(embed_dim=8, threads=threads, user_context=user_context)
-    rec = recommender(data, config)
+    base = recommender(data, config)
+    rec = base
     if weight is not None:
-        rec.addon = FusionAddOn(ScoreFusion(weight, "sigmoid", TifuScorer.build(data, sp["train"], TifuParams(k=10))))
+        rec = FusedRecommender(base, ScoreFusion(weight, "sigmoid", TifuScorer.build(data, sp["train"], TifuParams(k=10))))
     everyone = Instances(np.arange(data.n_users), data.n_baskets_per_user.astype(np.int64))
     for k in (5, 40):
         items, values = rec.rank(data, everyone, k)
@@ -54,7 +55,7 @@ def test_rank_equals_the_top_k_of_score(weight, user_context, threads):
         np.testing.assert_array_equal(items, want_items)
         np.testing.assert_array_equal(values, want_values)
     # The candidate path was the one taken where it applies.
-    assert (rec._shared_scores(data, everyone, torch.device("cpu")) is None) == user_context
+    assert (base.shared_scores(data, everyone) is None) == user_context
 
 
 @pytest.mark.parametrize("weight", [0.3, 1.0])
@@ -64,13 +65,13 @@ def test_rank_with_item_transitions_equals_the_top_k_of_score(weight, threads):
     search in parts) exactly as through the dense fusion."""
     data = planted_data(n_users=120, n_items=40)
     sp = make_split(data, "temporal")
-    rec = recommender(data, DNNTSPConfig(embed_dim=8, threads=threads))
+    base = recommender(data, DNNTSPConfig(embed_dim=8, threads=threads))
     fusion = ScoreFusion(
         weight, "sigmoid", TifuScorer.build(data, sp["train"], TifuParams(k=10)),
         transitions=TransitionScorer.build(data, sp["train"]), transition_weight=0.1,
         transition_option=TransitionOption(0.5, False),
     )
-    rec.addon = FusionAddOn(fusion)
+    rec = FusedRecommender(base, fusion)
     everyone = Instances(np.arange(data.n_users), data.n_baskets_per_user.astype(np.int64))
     items, values = rec.rank(data, everyone, 10)
     want_items, want_values = dense_top_k(rec, data, everyone, 10)
@@ -83,9 +84,7 @@ def test_rank_with_item_transitions_equals_the_top_k_of_score(weight, threads):
         np.testing.assert_array_equal(got[0], items[:n])
         np.testing.assert_array_equal(got[1], values[:n])
     # The term acted: without it the ranking differs.
-    plain = NeuralRecommender(SPEC, rec.config)
-    plain.model, plain.item_ids = rec.model, rec.item_ids
-    plain.addon = FusionAddOn(ScoreFusion(weight, "sigmoid", fusion.scorer))
+    plain = FusedRecommender(base, ScoreFusion(weight, "sigmoid", fusion.scorer))
     assert not np.array_equal(plain.rank(data, everyone, 10)[0], items)
 
 
@@ -101,15 +100,13 @@ def test_search_parts_shared_by_threads_give_the_one_thread_ranking(monkeypatch,
         transition_option=TransitionOption(0.5, False),
     )
     everyone = Instances(np.arange(data.n_users), data.n_baskets_per_user.astype(np.int64))
-    one = recommender(data, DNNTSPConfig(embed_dim=8, threads=1))
-    one.addon = FusionAddOn(fusion)
+    one = FusedRecommender(recommender(data, DNNTSPConfig(embed_dim=8, threads=1)), fusion)
     want = one.rank(data, everyone, 10)
-    many = recommender(data, DNNTSPConfig(embed_dim=8, threads=threads))
-    many.addon = FusionAddOn(fusion)
+    many = FusedRecommender(recommender(data, DNNTSPConfig(embed_dim=8, threads=threads)), fusion)
     searched = []
     prepare = fusion.prepare
     monkeypatch.setattr(fusion, "prepare", lambda d, inst: searched.append(len(inst)) or prepare(d, inst))
-    monkeypatch.setattr(recommender_module, "SEARCH_PART", 7)
+    monkeypatch.setattr(fused_module, "SEARCH_PART", 7)
     got = many.rank(data, everyone, 10)
     assert sorted(searched) == sorted([len(p) for p in np.array_split(np.arange(120), 18)])
     np.testing.assert_array_equal(got[0], want[0])
@@ -121,9 +118,9 @@ def test_a_failing_forward_stops_the_search_parts(monkeypatch):
     more (the calling thread does not run the rest of the search either)."""
     data = planted_data(n_users=120, n_items=40)
     sp = make_split(data, "temporal")
-    rec = recommender(data, DNNTSPConfig(embed_dim=8, threads=2))
+    base = recommender(data, DNNTSPConfig(embed_dim=8, threads=2))
     fusion = ScoreFusion(0.3, "sigmoid", TifuScorer.build(data, sp["train"], TifuParams(k=10)))
-    rec.addon = FusionAddOn(fusion)
+    rec = FusedRecommender(base, fusion)
     import threading
     import time
 
@@ -136,7 +133,7 @@ def test_a_failing_forward_stops_the_search_parts(monkeypatch):
         return prepare(d, inst)
 
     monkeypatch.setattr(fusion, "prepare", slow_prepare)
-    monkeypatch.setattr(recommender_module, "SEARCH_PART", 1)
+    monkeypatch.setattr(fused_module, "SEARCH_PART", 1)
 
     def fail(*args, **kwargs):
         deadline = time.monotonic() + 10
@@ -144,7 +141,7 @@ def test_a_failing_forward_stops_the_search_parts(monkeypatch):
             time.sleep(0.001)
         raise RuntimeError("forward failed")
 
-    monkeypatch.setattr(rec, "_shared_scores", fail)
+    monkeypatch.setattr(base, "shared_scores", fail)
     everyone = Instances(np.arange(data.n_users), data.n_baskets_per_user.astype(np.int64))
     with pytest.raises(RuntimeError, match="forward failed"):
         rec.rank(data, everyone, 10)
@@ -155,7 +152,7 @@ def test_shared_parts_run_each_part_once_and_stop_at_an_error():
     from concurrent.futures import ThreadPoolExecutor
 
     ran = []
-    parts = recommender_module._SharedParts(list(range(50)), lambda i: ran.append(i) or i * i)
+    parts = fused_module.SharedParts(list(range(50)), lambda i: ran.append(i) or i * i)
     with ThreadPoolExecutor(3) as pool:
         for f in [pool.submit(parts.drain) for _ in range(3)]:
             f.result()
@@ -166,18 +163,19 @@ def test_shared_parts_run_each_part_once_and_stop_at_an_error():
             raise ValueError("part 3")
         return i
 
-    parts = recommender_module._SharedParts(list(range(50)), fail_at_3)
+    parts = fused_module.SharedParts(list(range(50)), fail_at_3)
     with pytest.raises(ValueError, match="part 3"):
         parts.drain()
     parts.drain()  # another thread stops too
     assert parts.results()[4:] == [None] * 46
 
 
-def test_rank_items_uses_rank_and_the_neighbour_addon_ranks_densely():
+def test_rank_items_uses_rank_and_a_fusion_without_shared_scores_ranks_densely():
     data = planted_data(n_users=80, n_items=30)
     sp = make_split(data, "temporal")
-    rec = recommender(data, DNNTSPConfig(embed_dim=8, threads=1))
-    rec.addon = NeighbourAddOn(NeighbourPool.build(data, sp["train"], k=10, top=20), 0.2)
+    base = recommender(data, DNNTSPConfig(embed_dim=8, threads=1, user_context=True))
+    rec = FusedRecommender(base, ScoreFusion(0.2, "sigmoid", TifuScorer.build(data, sp["train"], TifuParams(k=10))))
+    assert base.shared_scores(data, sp["test"]) is None
     items, values = rank_items(rec, data, sp["test"], 10, chunk=7)
     want_items, want_values = dense_top_k(rec, data, sp["test"], 10)
     np.testing.assert_array_equal(items, want_items)
@@ -188,6 +186,27 @@ def test_rank_items_uses_rank_and_the_neighbour_addon_ranks_densely():
 
 def test_rank_of_no_instances():
     data = planted_data(n_users=30, n_items=20)
+    sp = make_split(data, "temporal")
     rec = recommender(data, DNNTSPConfig(embed_dim=8, threads=1))
-    items, values = rec.rank(data, Instances(np.zeros(0, np.int64), np.zeros(0, np.int64)), 5)
-    assert items.shape == (0, 5) and values.shape == (0, 5)
+    fused = FusedRecommender(rec, ScoreFusion(0.2, "sigmoid", TifuScorer.build(data, sp["train"], TifuParams(k=5))))
+    for model in (rec, fused):
+        items, values = model.rank(data, Instances(np.zeros(0, np.int64), np.zeros(0, np.int64)), 5)
+        assert items.shape == (0, 5) and values.shape == (0, 5)
+
+
+def test_the_fusion_state_round_trips_through_a_checkpoint_section():
+    """choose -> state -> from_section gives a recommender ranking as the chosen one."""
+    data = planted_data(n_users=120, n_items=40)
+    sp = make_split(data, "temporal")
+    base = recommender(data, DNNTSPConfig(embed_dim=8, threads=1))
+    chosen, choice = fused_module.choose(base, data, sp["train"], sp["validate"], fused_module.FusionOptions())
+    assert choice is not None and choice["weight"] == (chosen.fusion.weight if chosen else 0)
+    section = {"choice": choice, "state": chosen.state() if chosen else None}
+    again = fused_module.from_section(base, section)
+    want = (chosen or base).rank(data, sp["test"], 10)
+    got = again.rank(data, sp["test"], 10)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    assert fused_module.from_section(base, None) is base
+    off = fused_module.choose(base, data, sp["train"], sp["validate"], fused_module.FusionOptions(fusion="off"))
+    assert off == (None, None)

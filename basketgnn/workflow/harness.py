@@ -13,14 +13,8 @@ import numpy as np
 
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances, Split
-from basketgnn.metrics import KS, ranking_metrics, top_k
+from basketgnn.metrics import KS, ranking_metrics, top_k, usable_ks
 from basketgnn.recommenders.base import Recommender
-
-
-def usable_ks(ks: tuple[int, ...], n_items: int) -> tuple[int, ...]:
-    """The cut-offs that fit the catalogue: a catalogue of 30 items has no top 40."""
-    fitting = tuple(k for k in ks if k <= n_items)
-    return fitting or (n_items,)
 
 
 def rank_items(
