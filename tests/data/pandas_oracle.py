@@ -18,18 +18,17 @@ import numpy as np
 import pandas as pd
 
 from basketgnn.data.dataset import NO_TIME, BasketData, _offsets
-from basketgnn.data.ingest import (
-    Columns,
-    PrepareOptions,
-    _check_columns,
+from basketgnn.data.ingest.checks import (
     bad_rows_error,
     check_basket_or_time,
+    check_columns,
     log_files,
     no_customer_left,
-    record_source,
     time_out_of_range,
     unparsable_time,
 )
+from basketgnn.data.ingest.options import Columns, PrepareOptions
+from basketgnn.data.ingest.report import record_source
 from basketgnn.errors import UserError
 
 _TIME_MIN = pd.Timestamp.min.tz_localize("UTC")  # [ns] 1677-09-21 00:12:43.145224193
@@ -63,11 +62,11 @@ def _read_one(f: Path, columns: Columns) -> pd.DataFrame:
             import pyarrow.parquet as pq
 
             available = pq.read_schema(f).names
-            _check_columns(f, wanted, available, columns)
+            check_columns(f, wanted, available, columns)
             df = pq.read_table(f, columns=wanted).to_pandas()
         else:
             header = pd.read_csv(f, nrows=0)
-            _check_columns(f, wanted, list(header.columns), columns)
+            check_columns(f, wanted, list(header.columns), columns)
             df = pd.read_csv(f, usecols=wanted, dtype=str, keep_default_na=True, engine="c")
     except UserError:
         raise
