@@ -216,8 +216,8 @@ def _build(
     cust_start[1:] = np.cumsum(per_cust)[:-1]
     rank_from_end = per_cust[basket_cust] - 1 - (np.arange(n_baskets) - cust_start[basket_cust])
     keep_b = np.ones(n_baskets, dtype=bool)
-    if options.last_n_baskets is not None:
-        keep_b &= rank_from_end < options.last_n_baskets
+    if options.last_n is not None:
+        keep_b &= rank_from_end < options.last_n
         report["baskets_dropped_last_n"] = int((~keep_b).sum())
     kept_per_cust = np.bincount(basket_cust[keep_b], minlength=len(per_cust))
     cust_ok = kept_per_cust >= options.min_baskets

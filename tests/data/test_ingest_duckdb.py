@@ -63,7 +63,7 @@ def synthetic_log():
     "options",
     [
         PrepareOptions(),
-        PrepareOptions(min_item_baskets=250, last_n_baskets=6, min_baskets=3, max_baskets=5),
+        PrepareOptions(min_item_baskets=250, last_n=6, min_baskets=3, max_baskets=5),
     ],
 )
 def test_synthetic_log(tmp_path, synthetic_log, suffix, options):

@@ -16,7 +16,7 @@ What happens to a log's rows, in this order (every count lands in ``meta["report
 5. ``min_item_baskets`` drops rare items (``rows_dropped_rare_items``);
 6. ``max_basket_items`` caps a basket at its N most popular items (``baskets_capped``,
    ``items_dropped_basket_cap``);
-7. ``last_n_baskets`` keeps each customer's last N baskets (``baskets_dropped_last_n``);
+7. ``last_n`` keeps each customer's last N baskets (``baskets_dropped_last_n``);
 8. ``min_baskets`` / ``max_baskets`` drop customers (``customers_dropped_basket_count``).
 
 Rows dropped by 1 or 2 are never checked for bad values: a cancelled line without a customer does

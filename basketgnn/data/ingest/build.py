@@ -122,13 +122,13 @@ def build(
         entries = "capped"
 
     # rfe = rank of the basket within its customer counted from the end (1 = most recent).
-    last_n = "TRUE" if options.last_n_baskets is None else f"rfe <= {int(options.last_n_baskets)}"
+    last_n = "TRUE" if options.last_n is None else f"rfe <= {int(options.last_n)}"
     sql(
         "CREATE TABLE ranked AS SELECT gb, c, t, size, "
         "row_number() OVER (PARTITION BY c ORDER BY gb DESC) AS rfe "
         f"FROM (SELECT gb, count(*) AS size FROM {entries} GROUP BY gb) JOIN baskets USING (gb)"
     )
-    if options.last_n_baskets is not None:
+    if options.last_n is not None:
         report["baskets_dropped_last_n"] = int(
             sql(f"SELECT count(*) FROM ranked WHERE NOT ({last_n})").fetchall()[0][0]
         )

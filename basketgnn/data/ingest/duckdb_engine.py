@@ -109,11 +109,7 @@ def prepare_log_duckdb(
 
 
 def _check_options(con: duckdb.DuckDBPyConnection, options: PrepareOptions) -> None:
-    if options.max_basket_items is not None and options.max_basket_items < 1:
-        raise UserError(
-            f"--max-basket-items must be at least 1, not {options.max_basket_items} "
-            "(leave it out for no cap)."
-        )
+    """Refuse a ``time_format`` DuckDB cannot use (the other options are checked by the model)."""
     if options.time_format is not None:
         try:
             con.execute(f"SELECT try_strptime('', {lit(options.time_format)})")

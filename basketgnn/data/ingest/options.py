@@ -1,47 +1,76 @@
 """What a user sets to turn a transaction log into a dataset: the log's column names
 (:class:`Columns`) and the filters and caps (:class:`PrepareOptions`), applied in the order
-listed in :mod:`basketgnn.data.ingest`."""
+listed in :mod:`basketgnn.data.ingest`.
+
+These models are the one declaration of the ingestion options: field names are the ones a user
+writes (``--last-n`` on the command line, ``input.last_n`` in a pipeline file), and each field's
+default, constraints and one-line description are what the CLI and the pipeline show and check.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 #: Default basket-size cap of ``prepare`` and the pipeline (None: no cap). The one place to change it.
 DEFAULT_MAX_BASKET_ITEMS: int | None = None
 
 
-@dataclass(frozen=True)
-class Columns:
-    """Names of the log's columns. ``basket`` and/or ``timestamp`` must be set; ``quantity`` is
-    optional (None: every row is a purchase)."""
+class Columns(BaseModel):
+    """Names of the log's columns. ``basket`` and/or ``timestamp`` must be set (checked when a
+    log is read); ``quantity`` is optional."""
 
-    customer: str = "customer_id"
-    item: str = "item_id"
-    basket: str | None = "basket_id"
-    timestamp: str | None = "timestamp"
-    quantity: str | None = None
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    customer: str = Field("customer_id", description="Names the customer id column.")
+    item: str = Field("item_id", description="Names the item id column.")
+    basket: str | None = Field(
+        "basket_id",
+        description="Names the basket id column; unset: a basket is a customer's rows at one time.",
+    )
+    timestamp: str | None = Field(
+        "timestamp",
+        description="Names the timestamp column; unset: baskets are ordered by their basket id.",
+    )
+    quantity: str | None = Field(
+        None,
+        description="Names the quantity column, whose rows <= 0 are returns; unset: all purchases.",
+    )
 
 
-@dataclass(frozen=True)
-class PrepareOptions:
-    """How a log becomes a dataset; applied in the order of the module docstring."""
+class PrepareOptions(BaseModel):
+    """How a log becomes a dataset; applied in the order of :mod:`basketgnn.data.ingest`."""
 
-    min_item_baskets: int = 1
-    """Drop items bought in fewer baskets than this (baskets left empty are dropped)."""
-    last_n_baskets: int | None = None
-    """Keep only each customer's most recent N baskets."""
-    min_baskets: int = 2
-    """Drop customers with fewer baskets than this (a history needs at least one plus a target)."""
-    max_baskets: int | None = None
-    """Drop customers with more baskets than this."""
-    on_bad_rows: Literal["error", "skip"] = "error"
-    """What to do with bad rows: a missing id, an unparsable timestamp, a bad quantity."""
-    where: str | None = None
-    """A DuckDB boolean expression over the log's columns; rows where it is not true are dropped."""
-    keep_returns: bool = False
-    """With a quantity column: keep rows with quantity <= 0 as ordinary rows instead of excluding them."""
-    max_basket_items: int | None = DEFAULT_MAX_BASKET_ITEMS
-    """Cap every basket at its N most popular items (item popularity over the whole log)."""
-    time_format: str | None = None
-    """strptime format of text timestamps (e.g. "%m/%d/%Y %H:%M"); None: ISO dates and times."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    min_item_baskets: int = Field(
+        1, ge=1, description="Drops items bought in fewer baskets than this, and emptied baskets."
+    )
+    last_n: int | None = Field(
+        None, ge=1, description="Keeps only each customer's last N baskets; unset: all of them."
+    )
+    min_baskets: int = Field(
+        2, ge=2, description="Drops customers with fewer baskets than this (a history and a target)."
+    )
+    max_baskets: int | None = Field(
+        None, ge=2, description="Drops customers with more baskets than this; unset: no limit."
+    )
+    on_bad_rows: Literal["error", "skip"] = Field(
+        "error",
+        description="Stops at bad rows (missing id, bad timestamp or quantity) or skips them.",
+    )
+    where: str | None = Field(
+        None, description="Drops the rows where this DuckDB condition over the columns is not true."
+    )
+    keep_returns: bool = Field(
+        False, description="Keeps rows with quantity <= 0 as ordinary rows rather than excluding them."
+    )
+    max_basket_items: int | None = Field(
+        DEFAULT_MAX_BASKET_ITEMS,
+        ge=1,
+        description="Caps every basket at its N most popular items; unset: no cap.",
+    )
+    time_format: str | None = Field(
+        None, description="Reads text timestamps with this strptime format; unset: ISO dates and times."
+    )

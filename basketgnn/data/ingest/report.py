@@ -3,7 +3,6 @@ counts as lines for a person."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +53,8 @@ def record_source(
     data.meta.update(
         source=str(path),
         source_kind="log",
-        columns=asdict(columns),
-        options=asdict(options),
+        columns=columns.model_dump(),
+        options=options.model_dump(),
         report=report,
         **extra,
     )
