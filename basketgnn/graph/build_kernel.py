@@ -1,8 +1,9 @@
 """The factored co-occurrence graphs of :func:`basketgnn.graph.cooccurrence.build_user_graphs`,
-compiled (numba): customer by customer instead of sorts over every entry of every customer
-(the NumPy form sorted ~400k entry keys, ~250k pair keys and ~560k slot keys on TaFeng, three
-quarters of the build's time). Integer outputs, equal element for element to the NumPy form's
-(the tests compare the two; ``build_user_graphs(..., compiled=False)`` keeps the NumPy form).
+compiled (numba): customer by customer, each customer's entries, pairs and slots sorted within
+the customer rather than over every entry of every customer at once (the NumPy form's large
+sorts). Integer outputs, equal element for element to the NumPy form's (the tests compare the
+two; ``build_user_graphs(..., compiled=False)`` is the NumPy form). The helpers are inlined
+(``inline="always"``), so the loops compile as one function.
 
 For instance u with entries e (its present node-timestamps, basket by basket; item[e], the
 basket's time t[e]):

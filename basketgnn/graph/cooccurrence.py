@@ -1,6 +1,6 @@
-"""Per-user temporal co-occurrence graphs (MODEL.md §1), built for all users at once.
+"""Per-user temporal co-occurrence graphs (DNNTSP's first step), built for all users at once.
 
-For an instance (user u, history of T baskets S_0 .. S_{T-1}), MODEL.md's graph has a
+For an instance (user u, history of T baskets S_0 .. S_{T-1}), DNNTSP's graph has a
 node-timestamp (i, t) for every distinct history item i (N of them) and every t < T, with
 
 - c(i, j), i != j: number of history baskets holding both; c(i, i) = 1; w = c / max(c)
@@ -14,7 +14,8 @@ same value. We therefore store, per user, one row per *present* node-timestamp (
 one *absent* row per node, with a multiplicity (how many node-timestamps it stands for:
 1, or T minus the number of baskets holding i). BatchNorm weights rows by multiplicity, so
 statistics equal those over all N * T node-timestamps, and ``seq_row`` expands rows back to the
-full [node, T] sequences for attention. This is exact, and on TaFeng it cuts GCN rows ~4x.
+full [node, T] sequences for attention. This is exact, and the GCN runs on far fewer rows
+wherever items are bought in few of a history's baskets.
 
 Worked example: baskets {a, b}, {b}, T = 2, nodes a=0, b=1. Present rows: 0=(a,0), 1=(b,0),
 2=(b,1); absent rows: 3=a (multiplicity 1: t=1), 4=b (multiplicity 0). Edges: 0->1, 1->0
@@ -29,13 +30,15 @@ rows of different timestamps never meet. So the whole weighted convolution input
 
 with one entry of B per (node i, t, s), i in S_t and S_s: sum_i n_i^2 per user instead of the
 sum_t |S_t|^2 co-occurrence edges. A basket of 500 items bought once each costs 500 entries
-rather than 250,000 edges (on a realistic retail export 17x fewer, on TaFeng 7x fewer).
+rather than 250,000 edges.
 ``max c`` is needed exactly: a pair with c >= 2 joins two items each bought at least twice, so
 only those items' pairs are enumerated. ``form="edges"`` keeps the explicit weighted DGL graph
 (the dense reference of the tests).
 
-Memory is O(sum |S_t|^2 + N) per user with edges, O(sum_i n_i^2 + N) factored. Everything is vectorised numpy over all instances
-(no loop over users or item pairs); :meth:`UserGraphs.collate` cuts out a batch as one DGL graph.
+Memory is O(sum |S_t|^2 + N) per user with edges, O(sum_i n_i^2 + N) factored. The factored
+form comes from a compiled kernel (customer by customer, :mod:`basketgnn.graph.build_kernel`);
+the edge form and the kernel's reference are vectorised NumPy over all instances (no loop over
+users or item pairs). :meth:`UserGraphs.collate` cuts out a batch as one DGL graph.
 """
 
 from __future__ import annotations

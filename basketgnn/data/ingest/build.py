@@ -39,7 +39,7 @@ def build(
     """The dataset of the rows in ``good`` (steps in the module docstring); drops ``raw`` once
     the rows are coded."""
     key = code_rows(con, columns)
-    con.execute("DROP TABLE raw")  # the strings are no longer needed; frees memory / spill space
+    con.execute("DROP TABLE raw")  # the strings are not needed past here; frees memory / spill space
     entries = basket_entries(con, key, report)
     entries = drop_rare_items(con, entries, options.min_item_baskets, report)
     entries = cap_baskets(con, entries, options.max_basket_items, report)

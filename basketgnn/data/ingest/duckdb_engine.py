@@ -89,7 +89,7 @@ def prepare_log_duckdb(
             # Row numbers come from WITH ORDINALITY, not from insertion order, so the order
             # guarantee (which costs memory) is not needed.
             con.execute("SET preserve_insertion_order = false")
-            # Timestamps without an offset are UTC, as in the pandas path.
+            # Timestamps without an offset are UTC, as the pandas test oracle reads them.
             con.execute("SET TimeZone = 'UTC'")
             con.execute("SET enable_progress_bar = false")  # a library does not draw on stdout
             _check_options(con, options)

@@ -15,7 +15,7 @@ from basketgnn.data.ingest.options import Columns, PrepareOptions
 from basketgnn.data.ingest.sql import ISO_RE, first_line, ident, lit
 from basketgnn.errors import UserError
 
-# pandas' default NA strings (read_csv keep_default_na=True), as basketgnn has always read them.
+# The cells read as missing: pandas' default NA strings (read_csv keep_default_na=True).
 _NA_STRINGS = (
     "", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
     "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null",

@@ -43,7 +43,7 @@ def validate(
             scope_parts.append("coalesce(NOT q <= 0, TRUE)")
             counted.append(("returns_excluded", is_return))
     scope = " AND ".join(scope_parts) or "TRUE"
-    # (condition on raw, field shown, column name, problem), in the order prepare_log checks.
+    # (condition on raw, field shown, column name, problem), in the order problems are reported.
     checks = [
         (f"cust IS NULL OR regexp_full_match(cust, {blank})", "cust", columns.customer,
          f"no customer ({columns.customer!r} empty)"),
