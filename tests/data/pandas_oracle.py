@@ -1,8 +1,7 @@
-"""The pandas ingestion engine, kept only as a test oracle for :func:`basketgnn.data.ingest.prepare_log`
+"""A pandas ingestion engine, kept only as a test oracle for :func:`basketgnn.data.ingest.prepare_log`
 (DuckDB), on the options both understand (columns, bad rows, rare items, last N, baskets per
-customer). It is the engine ``basketgnn prepare`` used before DuckDB became the only one; it
-ignores the options added since (quantity, where, basket-size cap), so tests compare it only on
-logs and options where those do nothing.
+customer). It ignores the options only the engine has (quantity, where, basket-size cap), so
+tests compare the two only on logs and options where those do nothing.
 
 Known differences, all on input the oracle accepts and DuckDB reports as bad: non-ISO timestamps
 (pandas' ``format="mixed"`` parses them), a CSV line of spaces (pandas skips it), malformed CSV

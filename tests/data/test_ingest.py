@@ -10,38 +10,25 @@ the options the oracle lacks (quantity, where, caps, time format) in test_ingest
 from __future__ import annotations
 
 import gzip
-import sys
 from datetime import date, datetime
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
-from basketgnn.data.dataset import NO_TIME
-from basketgnn.data.ingest import Columns, PrepareOptions, load_data, prepare_log
-
-# tests/ has no __init__.py: make the shared helpers next to this file importable from anywhere.
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ingest_support import (  # noqa: E402
-    DUCKDB,
+from ingest_support import (
     HEADER,
-    PANDAS,
     ROWS,
-    Engine,
     assert_same,
     assert_same_arrays,
     baskets_by_id,
     write_csv,
 )
-from pandas_oracle import prepare_log_pandas  # noqa: E402
+from pandas_oracle import prepare_log_pandas
 
-
-@pytest.fixture(params=[PANDAS, DUCKDB], ids=str)
-def engine(request) -> Engine:
-    return request.param
+from basketgnn.data.dataset import NO_TIME
+from basketgnn.data.ingest import Columns, PrepareOptions, load_data, prepare_log
 
 
 def test_baskets_ordered_by_time_and_deduplicated(tmp_path, engine):

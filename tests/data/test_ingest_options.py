@@ -5,7 +5,6 @@ is a tiny log whose expected baskets and counts are worked out by hand."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,14 +12,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from ingest_support import baskets_by_id, write_csv
 from pydantic import ValidationError
 
 from basketgnn.data.ingest import Columns, PrepareOptions, prepare_log, report_lines
 from basketgnn.errors import UserError
-
-# tests/ has no __init__.py: make the shared helpers next to this file importable from anywhere.
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ingest_support import baskets_by_id, write_csv  # noqa: E402
 
 EXPORT = ["InvoiceNo", "StockCode", "Quantity", "InvoiceDate", "CustomerID"]
 EXPORT_COLUMNS = Columns(
