@@ -16,6 +16,7 @@ from ingest_support import baskets_by_id, write_csv
 from pydantic import ValidationError
 
 from basketgnn.data.ingest import Columns, PrepareOptions, prepare_log, report_lines
+from basketgnn.data.ingest.options import option_error
 from basketgnn.errors import UserError
 
 EXPORT = ["InvoiceNo", "StockCode", "Quantity", "InvoiceDate", "CustomerID"]
@@ -87,6 +88,18 @@ def test_every_field_has_one_present_tense_line(model):
         text = field.description or ""
         assert text and "\n" not in text and text.endswith("."), name
         assert text.split()[0].endswith("s") and len(text) <= 100, (name, text)
+
+
+def test_refused_values_become_one_user_error_in_the_users_terms():
+    with pytest.raises(ValidationError) as e:
+        PrepareOptions(max_basket_items=-1, on_bad_rows="ignore", last_n_baskets=2)
+    error = option_error(e.value)
+    assert isinstance(error, UserError)
+    assert str(error) == (
+        "--on-bad-rows: Input should be 'error' or 'skip' (got 'ignore'); "
+        "--max-basket-items must be at least 1, not -1; --last-n-baskets is not an option."
+    )
+    assert str(option_error(e.value, lambda name: f"input.{name}")).startswith("input.on_bad_rows:")
 
 
 @pytest.fixture

@@ -4,14 +4,18 @@ listed in :mod:`basketgnn.data.ingest`.
 
 These models are the one declaration of the ingestion options: field names are the ones a user
 writes (``--last-n`` on the command line, ``input.last_n`` in a pipeline file), and each field's
-default, constraints and one-line description are what the CLI and the pipeline show and check.
+default, constraints and one-line description are what the CLI and the pipeline show and check;
+:func:`option_error` words a refused value for the user, in the CLI's or the pipeline's terms.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from basketgnn.errors import UserError
 
 #: Default basket-size cap of ``prepare`` and the pipeline (None: no cap). The one place to change it.
 DEFAULT_MAX_BASKET_ITEMS: int | None = None
@@ -74,3 +78,24 @@ class PrepareOptions(BaseModel):
     time_format: str | None = Field(
         None, description="Reads text timestamps with this strptime format; unset: ISO dates and times."
     )
+
+
+def cli_flag(name: str) -> str:
+    """The command-line flag of an option: ``last_n`` -> ``--last-n``."""
+    return "--" + name.replace("_", "-")
+
+
+def option_error(error: ValidationError, spell: Callable[[str], str] = cli_flag) -> UserError:
+    """A :class:`UserError` for the values a model refused, each option named as the user
+    writes it (``spell``: the CLI's flag by default; e.g. ``lambda n: f"input.{n}"`` for a
+    pipeline file), with its value and what it must be."""
+    problems = []
+    for e in error.errors():
+        name = spell(".".join(str(part) for part in e["loc"]))
+        if e["type"] == "greater_than_equal":
+            problems.append(f"{name} must be at least {e['ctx']['ge']}, not {e['input']!r}")
+        elif e["type"] == "extra_forbidden":
+            problems.append(f"{name} is not an option")
+        else:
+            problems.append(f"{name}: {e['msg']} (got {e['input']!r})")
+    return UserError("; ".join(problems) + ".")
