@@ -81,10 +81,11 @@ def item_structure(
     bundle_fraction: float = 0.3,
     bundle_size: tuple[int, int] = (3, 5),
 ) -> ItemStructure:
-    """Popularity, drift and bundles of the items, exactly as :func:`generate_log` plants them.
+    """Popularity, drift and bundles of the items, exactly as
+    :func:`~basketgnn.data.synth.generate.generate_log` plants them.
 
-    Called with the same values as :func:`generate_log` (same seed and item knobs), it returns the
-    ground truth of that log; the knobs are described in :class:`Knobs`.
+    Called with the same seed and item knobs as a log, it returns the ground truth of that log;
+    the knobs are described in :class:`~basketgnn.data.synth.knobs.Knobs`.
     """
     check_item_knobs(
         n_items, popularity_exponent, drift_fraction, drift_strength, bundle_fraction, bundle_size

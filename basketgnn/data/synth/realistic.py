@@ -70,7 +70,7 @@ def realistic_export(seed: int = 0, scale: float = 1.0) -> RealisticExport:
     """The ``realistic`` preset: a log from :data:`REALISTIC` dressed up as a raw export.
 
     ``scale`` multiplies the number of customers (tests use a small one). Planted signal
-    (re-buying, bundles, popularity skew, drift) is that of :func:`generate_log`; the dressing
+    (re-buying, bundles, popularity skew, drift) is that of :func:`~basketgnn.data.synth.generate.generate_log`; the dressing
     adds guests (``_GUEST_SHARE`` of the customers lose their id), cancellation invoices for
     ``_CANCEL_SHARE`` of the purchase rows (negative quantity, a "C" invoice 1-72 h after the
     purchase, some with a "D" discount row), postage / manual / bank-charge rows, and
