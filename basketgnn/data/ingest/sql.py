@@ -3,7 +3,7 @@ timestamp pattern that both reading and validation use."""
 
 from __future__ import annotations
 
-# The timestamp strings accepted (see the module docstring); DuckDB's cast does the parsing, this
+# The timestamp strings accepted (listed in :mod:`.duckdb_engine`); DuckDB's cast does the parsing, this
 # keeps out what it would read differently from pandas ("epoch", time zone names).
 ISO_RE = (
     r"\d{4}-\d{1,2}-\d{1,2}"
@@ -23,5 +23,6 @@ def ident(name: str) -> str:
 
 
 def first_line(e: BaseException) -> str:
+    """The first line of an error's message (DuckDB's run on with context lines)."""
     text = str(e)
     return text.splitlines()[0] if text else ""
