@@ -25,7 +25,7 @@ not stop the run.
 Where things are: :mod:`.options` (the column names and options a user sets), :mod:`.duckdb_engine`
 (the engine, out of core; its steps in :mod:`.stage`, :mod:`.validate` and :mod:`.build`, its SQL
 text helpers in :mod:`.sql`), :mod:`.checks` (checks and user errors shared with the test oracle),
-:mod:`.report` (the dataset's record and the report's lines), :mod:`.dnntsp_json` (the DNNTSP
+:mod:`.report` (the dataset's record and the report's lines), :mod:`.json_splits` (the DNNTSP
 JSON splits).
 """
 
@@ -36,7 +36,7 @@ from typing import Any
 
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.ingest.checks import LOG_SUFFIXES, log_files
-from basketgnn.data.ingest.dnntsp_json import read_dnntsp_json
+from basketgnn.data.ingest.json_splits import read_dnntsp_json
 from basketgnn.data.ingest.options import DEFAULT_MAX_BASKET_ITEMS, Columns, PrepareOptions
 from basketgnn.data.ingest.report import record_source, report_lines
 from basketgnn.errors import UserError

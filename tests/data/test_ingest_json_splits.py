@@ -1,6 +1,7 @@
-"""DNNTSP JSON splits whose user keys repeat across parts ("user0" in train, validate and test,
-as the authors' own files do): each part's user is its own customer, ``"<part>:<key>"``, and the
-whole chain train -> evaluate --checkpoint -> predict --user -> recommend works on them."""
+"""The JSON split files (``data/ingest/json_splits.py``) in the DNNTSP format, whose user keys
+repeat across parts ("user0" in train, validate and test, as the authors' own files do): each
+part's user is its own customer, ``"<part>:<key>"``, and the whole chain train -> evaluate
+--checkpoint -> predict --user -> recommend works on them."""
 
 from __future__ import annotations
 
