@@ -1,6 +1,6 @@
-"""Per-user temporal co-occurrence graphs (MODEL.md §1), built for all users at once.
+"""Per-user temporal co-occurrence graphs (DNNTSP's first step), built for all users at once.
 
-For an instance (user u, history of T baskets S_0 .. S_{T-1}), MODEL.md's graph has a
+For an instance (user u, history of T baskets S_0 .. S_{T-1}), DNNTSP's graph has a
 node-timestamp (i, t) for every distinct history item i (N of them) and every t < T, with
 
 - c(i, j), i != j: number of history baskets holding both; c(i, i) = 1; w = c / max(c)
@@ -14,7 +14,8 @@ same value. We therefore store, per user, one row per *present* node-timestamp (
 one *absent* row per node, with a multiplicity (how many node-timestamps it stands for:
 1, or T minus the number of baskets holding i). BatchNorm weights rows by multiplicity, so
 statistics equal those over all N * T node-timestamps, and ``seq_row`` expands rows back to the
-full [node, T] sequences for attention. This is exact, and on TaFeng it cuts GCN rows ~4x.
+full [node, T] sequences for attention. This is exact, and the GCN runs on far fewer rows
+wherever items are bought in few of a history's baskets.
 
 Worked example: baskets {a, b}, {b}, T = 2, nodes a=0, b=1. Present rows: 0=(a,0), 1=(b,0),
 2=(b,1); absent rows: 3=a (multiplicity 1: t=1), 4=b (multiplicity 0). Edges: 0->1, 1->0
@@ -29,13 +30,15 @@ rows of different timestamps never meet. So the whole weighted convolution input
 
 with one entry of B per (node i, t, s), i in S_t and S_s: sum_i n_i^2 per user instead of the
 sum_t |S_t|^2 co-occurrence edges. A basket of 500 items bought once each costs 500 entries
-rather than 250,000 edges (on a realistic retail export 17x fewer, on TaFeng 7x fewer).
+rather than 250,000 edges.
 ``max c`` is needed exactly: a pair with c >= 2 joins two items each bought at least twice, so
 only those items' pairs are enumerated. ``form="edges"`` keeps the explicit weighted DGL graph
 (the dense reference of the tests).
 
-Memory is O(sum |S_t|^2 + N) per user with edges, O(sum_i n_i^2 + N) factored. Everything is vectorised numpy over all instances
-(no loop over users or item pairs); :meth:`UserGraphs.collate` cuts out a batch as one DGL graph.
+Memory is O(sum |S_t|^2 + N) per user with edges, O(sum_i n_i^2 + N) factored. The factored
+form comes from a compiled kernel (customer by customer, :mod:`basketgnn.graph.build_kernel`);
+the edge form and the kernel's reference are vectorised NumPy over all instances (no loop over
+users or item pairs). :meth:`UserGraphs.collate` cuts out a batch as one DGL graph.
 """
 
 from __future__ import annotations
@@ -423,61 +426,98 @@ def build_user_graphs(
     many items together (always at least the last basket); left-out baskets are counted with
     the others. ``compiled``: the factored form's nodes, max c and entries of B come from
     :func:`basketgnn.graph.build_kernel.factored_graphs` (customer by customer, the same
-    arrays); False: from the sorts below (the tests' reference for it).
+    arrays); False: from the sorts of :func:`_sorted_graphs` (the tests' reference for it).
     """
     if form not in ("factored", "edges"):
         raise ValueError(f"unknown graph form {form!r}")
-    n = len(instances)
     full_T = np.asarray(instances.n_history, dtype=np.int64)  # [n]
     T = np.minimum(full_T, max_history) if max_history > 0 else full_T  # [n]
     if max_history_items > 0:
         T = _last_baskets_within(data, instances.users, full_T, T, max_history_items)
-    hist = data.histories(instances.users, T, first=full_T - T)
-    baskets = hist.baskets
-    n_hb = baskets.n_rows
-    basket_inst = np.repeat(np.arange(n, dtype=np.int64), T)  # [n_hb]
-    basket_t = np.arange(n_hb, dtype=np.int64) - hist.basket_offsets[:-1][basket_inst]
-
-    # Entries (= present node-timestamps) are grouped by instance, basket by basket.
-    entry_basket = baskets.row_ids()  # [nnz]
-    entry_inst = basket_inst[entry_basket]
-    item = baskets.values.astype(np.int64)
-    present_offsets = _offsets(np.bincount(entry_inst, minlength=n))
+    entries = _HistoryEntries.of(data, instances.users, full_T, T)
     targets = data.targets(instances.users, full_T) if with_targets else None
+    common = {
+        "n_history": T,
+        "present_offsets": entries.present_offsets,
+        "present_t": entries.basket_t[entries.basket],
+        "target_items": None if targets is None else targets.values,
+        "target_offsets": None if targets is None else targets.offsets,
+        "form": form,
+        "left_out_baskets": int((full_T - T).sum()),
+    }
     if form == "factored" and compiled:
-        node_key, entry_node, node_present, node_offsets, max_c, *b = build_kernel.factored_graphs(
-            present_offsets, item, basket_t[entry_basket], T, data.n_items
-        )
-        node_local = np.arange(len(node_key), dtype=np.int64) - node_offsets[:-1][node_key // data.n_items]
-        none = np.zeros(0, dtype=np.int64)
-        return UserGraphs(
-            n_history=T, node_offsets=node_offsets, node_item=(node_key % data.n_items).astype(np.int32),
-            node_present=node_present, present_offsets=present_offsets, present_node=node_local[entry_node],
-            present_t=basket_t[entry_basket], edge_offsets=np.zeros(n + 1, dtype=np.int64), edge_src=none,
-            edge_dst=none, edge_w=np.zeros(0, dtype=np.float32), self_w=1.0 / max_c,
-            target_items=None if targets is None else targets.values,
-            target_offsets=None if targets is None else targets.offsets, form=form,
-            left_out_baskets=int((full_T - T).sum()),
-            pair_offsets=b[0], pair_row=b[1], pair_slot=b[2], slot_offsets=b[3],
-        )  # fmt: skip
-    entry_local = np.arange(len(item), dtype=np.int64) - present_offsets[:-1][entry_inst]
+        return _compiled_graphs(entries, data.n_items, common)
+    return _sorted_graphs(entries, data.n_items, form, common)
+
+
+@dataclass(frozen=True)
+class _HistoryEntries:
+    """The entries (present node-timestamps) of every instance's graph history, grouped by
+    instance, basket by basket.
+
+    Shapes (n instances, n_hb history baskets, nnz entries): T [n]; basket_t [n_hb] each
+    basket's timestamp within its history; basket, inst, item [nnz] each entry's history
+    basket, instance and item; present_offsets [n + 1].
+    """
+
+    T: np.ndarray
+    basket_t: np.ndarray
+    basket: np.ndarray
+    inst: np.ndarray
+    item: np.ndarray
+    present_offsets: np.ndarray
+
+    @classmethod
+    def of(cls, data: BasketData, users: np.ndarray, full_T: np.ndarray, T: np.ndarray) -> _HistoryEntries:
+        """The entries of the last ``T`` of each user's first ``full_T`` baskets."""
+        n = len(T)
+        hist = data.histories(users, T, first=full_T - T)
+        baskets = hist.baskets
+        basket_inst = np.repeat(np.arange(n, dtype=np.int64), T)  # [n_hb]
+        basket_t = np.arange(baskets.n_rows, dtype=np.int64) - hist.basket_offsets[:-1][basket_inst]
+        entry_basket = baskets.row_ids()  # [nnz]
+        entry_inst = basket_inst[entry_basket]
+        present_offsets = _offsets(np.bincount(entry_inst, minlength=n))
+        return cls(T, basket_t, entry_basket, entry_inst, baskets.values.astype(np.int64), present_offsets)
+
+
+def _compiled_graphs(entries: _HistoryEntries, n_items: int, common: dict) -> UserGraphs:
+    """The factored form from :func:`basketgnn.graph.build_kernel.factored_graphs`."""
+    n = len(entries.T)
+    node_key, entry_node, node_present, node_offsets, max_c, *b = build_kernel.factored_graphs(
+        entries.present_offsets, entries.item, entries.basket_t[entries.basket], entries.T, n_items
+    )
+    node_local = np.arange(len(node_key), dtype=np.int64) - node_offsets[:-1][node_key // n_items]
+    none = np.zeros(0, dtype=np.int64)
+    return UserGraphs(
+        node_offsets=node_offsets, node_item=(node_key % n_items).astype(np.int32),
+        node_present=node_present, present_node=node_local[entry_node],
+        edge_offsets=np.zeros(n + 1, dtype=np.int64), edge_src=none, edge_dst=none,
+        edge_w=np.zeros(0, dtype=np.float32), self_w=1.0 / max_c,
+        pair_offsets=b[0], pair_row=b[1], pair_slot=b[2], slot_offsets=b[3], **common,
+    )  # fmt: skip
+
+
+def _sorted_graphs(entries: _HistoryEntries, n_items: int, form: str, common: dict) -> UserGraphs:
+    """Either form from sorts over all entries at once: nodes, the ordered pairs of entries of
+    a basket (all of them for the edge list; for the factored form only those of items bought
+    at least twice, enough for max c), c and max c, and the factored form's entries of B."""
+    n, item = len(entries.T), entries.item
+    entry_local = np.arange(len(item), dtype=np.int64) - entries.present_offsets[:-1][entries.inst]
     # Nodes: distinct (instance, item), sorted by instance then item.
-    node_key, entry_node = np.unique(entry_inst * data.n_items + item, return_inverse=True)
-    node_inst = node_key // data.n_items
+    node_key, entry_node = np.unique(entries.inst * n_items + item, return_inverse=True)
+    node_inst = node_key // n_items
     node_offsets = _offsets(np.bincount(node_inst, minlength=n))
     node_local = np.arange(len(node_key), dtype=np.int64) - node_offsets[:-1][node_inst]
     node_present = np.bincount(entry_node, minlength=len(node_key))  # [N] baskets holding it
 
-    # Ordered pairs of entries of the same basket, i != j (all of them for the edge list; for
-    # the factored form only those of items bought at least twice, enough for max c).
     sel = np.arange(len(item), dtype=np.int64)
     if form == "factored":
         sel = sel[node_present[entry_node] >= 2]
-    src_e, dst_e = _same_group_pairs(sel, entry_basket[sel])
+    src_e, dst_e = _same_group_pairs(sel, entries.basket[sel])
     keep = src_e != dst_e
     src_e, dst_e = src_e[keep], dst_e[keep]
-    pair_inst = entry_inst[src_e]
-
+    pair_inst = entries.inst[src_e]
     # c(i, j) = number of baskets with both = occurrences of the (i, j) node pair.
     _, pair_group, pair_count = np.unique(
         entry_node[src_e] * len(node_key) + entry_node[dst_e],
@@ -490,42 +530,43 @@ def build_user_graphs(
 
     factored: dict[str, np.ndarray] = {}
     if form == "factored":
-        # One entry of B per (node i, t, s) with i in S_t and S_s: pairs of entries of a node.
-        a_e, b_e = _same_group_pairs(np.arange(len(item), dtype=np.int64), entry_node)
-        t_a, t_b = basket_t[entry_basket[a_e]], basket_t[entry_basket[b_e]]
-        inst = entry_inst[a_e]
-        span = int(T.max(initial=0)) + 1
-        slot_key, slot_of = np.unique((inst * span + t_a) * span + t_b, return_inverse=True)
-        slot_offsets = _offsets(np.bincount(slot_key // span**2, minlength=n))
-        pair_order = np.argsort(inst, kind="stable")
-        factored = {
-            "pair_offsets": _offsets(np.bincount(inst, minlength=n)),
-            "pair_row": entry_local[a_e][pair_order],
-            "pair_slot": (slot_of - slot_offsets[:-1][inst])[pair_order],
-            "slot_offsets": slot_offsets,
-        }
+        factored = _sorted_factored_entries(entries, entry_node, entry_local)
         src_e = dst_e = pair_inst = np.zeros(0, dtype=np.int64)
         c = np.zeros(0, dtype=np.float64)
-
     return UserGraphs(
-        n_history=T,
         node_offsets=node_offsets,
-        node_item=(node_key % data.n_items).astype(np.int32),
+        node_item=(node_key % n_items).astype(np.int32),
         node_present=node_present,
-        present_offsets=present_offsets,
         present_node=node_local[entry_node],
-        present_t=basket_t[entry_basket],
         edge_offsets=_offsets(np.bincount(pair_inst, minlength=n)),
         edge_src=entry_local[src_e],
         edge_dst=entry_local[dst_e],
         edge_w=(c / max_c[pair_inst]).astype(np.float32),
         self_w=1.0 / max_c,
-        target_items=None if targets is None else targets.values,
-        target_offsets=None if targets is None else targets.offsets,
-        form=form,
-        left_out_baskets=int((full_T - T).sum()),
+        **common,
         **factored,
     )
+
+
+def _sorted_factored_entries(
+    entries: _HistoryEntries, entry_node: np.ndarray, entry_local: np.ndarray
+) -> dict[str, np.ndarray]:
+    """One entry of B per (node i, t, s) with i in S_t and S_s: the pairs of entries of a node,
+    instance by instance, each with its row and its slot's rank within the instance."""
+    n = len(entries.T)
+    a_e, b_e = _same_group_pairs(np.arange(len(entries.item), dtype=np.int64), entry_node)
+    t_a, t_b = entries.basket_t[entries.basket[a_e]], entries.basket_t[entries.basket[b_e]]
+    inst = entries.inst[a_e]
+    span = int(entries.T.max(initial=0)) + 1
+    slot_key, slot_of = np.unique((inst * span + t_a) * span + t_b, return_inverse=True)
+    slot_offsets = _offsets(np.bincount(slot_key // span**2, minlength=n))
+    pair_order = np.argsort(inst, kind="stable")
+    return {
+        "pair_offsets": _offsets(np.bincount(inst, minlength=n)),
+        "pair_row": entry_local[a_e][pair_order],
+        "pair_slot": (slot_of - slot_offsets[:-1][inst])[pair_order],
+        "slot_offsets": slot_offsets,
+    }
 
 
 def _same_group_pairs(members: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

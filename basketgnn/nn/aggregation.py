@@ -1,4 +1,4 @@
-"""Compressing each node's temporal sequence into one vector (MODEL.md §2, last step)."""
+"""Compressing each node's temporal sequence into one vector (DNNTSP's temporal step, its last part)."""
 
 from __future__ import annotations
 

@@ -19,8 +19,8 @@ rounding (sums in another order, float64 accumulators, libm's exp): the tests co
 the tensor path and with attention over the expanded [T, d] sequences.
 
 Work per node is heads * L * (visible keys) plus D^2 dot products, all in registers and small
-scratch arrays reused across nodes; on TaFeng the attention costs several times less than the
-tensor path's elementwise passes over [M, heads, D, T] (BENCHMARKS.md §6g).
+scratch arrays reused across nodes, with no [M, heads, D, T] tensors to pass over. The helpers
+are inlined (``inline="always"``), so the loops compile as one function.
 
 Shapes: R rows, M nodes, P_b present rows in the batch, H heads.
 """
@@ -35,8 +35,8 @@ import torch
 
 from basketgnn.jit import jit_options
 
-# NumPy's division semantics (no zero check before each division, ~1/3 of the time here): every
-# divisor is a softmax's sum (≥ 1, its largest term is exp(0)) or the number of heads.
+# NumPy's division semantics (no zero check before each division, a large share of the loop's
+# time): every divisor is a softmax's sum (≥ 1, its largest term is exp(0)) or the number of heads.
 _JIT = {**jit_options(__file__), "error_model": "numpy"}
 
 
@@ -130,7 +130,6 @@ def attention_readout(
     for the tests).
     """
     M = absent_row.shape[0]
-    HD = heads * d_head
     has_w = w_agg.shape[0] > 0
     scale = d_head**-0.5
     max_d, max_l = 1, 1
@@ -159,89 +158,114 @@ def attention_readout(
         rows[0] = absent_row[m]
         for j in range(P):
             rows[j + 1] = node_rows[o + j]
-        for h in range(heads):
-            q0, k0, v0 = h * d_head, HD + h * d_head, 2 * HD + h * d_head
-            for c in range(D):
-                rc = rows[c]
-                for y in range(D):
-                    ry = rows[y]
-                    acc = 0.0
-                    for i in range(d_head):
-                        acc += qkv[rc, q0 + i] * qkv[ry, k0 + i]
-                    s[h, c, y] = acc * scale
-            if has_w:
-                w0 = 0 if mean_heads else h * d_head
-                for y in range(D):
-                    ry = rows[y]
-                    acc = 0.0
-                    for i in range(d_head):
-                        acc += qkv[ry, v0 + i] * w_agg[w0 + i]
-                    vw[h, y] = acc / heads if mean_heads else acc
-        for h in range(heads):
+        _scores(qkv, rows, D, w_agg, has_w, heads, d_head, mean_heads, scale, s, vw)
+        _key_sums(s, vw, node_times[o : o + P], L, has_w, heads, log_n, w, cs)
+        _node_output(qkv, rows, D, cs, heads, d_head, mean_heads, out[m])
+
+
+@numba.njit(**_JIT, inline="always")
+def _scores(qkv, rows, D, w_agg, has_w, heads, d_head, mean_heads, scale, s, vw):  # pragma: no cover - jit
+    """Into ``s[h, c, y]`` the scaled scores of every query column c and key column y of a
+    node's D rows, and with a learned readout into ``vw[h, y]`` each value's readout weight
+    ``v_{h,y} . w_agg_h`` (divided by the heads when they are averaged)."""
+    HD = heads * d_head
+    for h in range(heads):
+        q0, k0, v0 = h * d_head, HD + h * d_head, 2 * HD + h * d_head
+        for c in range(D):
+            rc = rows[c]
             for y in range(D):
-                cs[h, y] = 0.0
-        seen = 0  # present keys visible at t
-        times = 0  # distinct timestamps among them
-        for t in range(L):
-            c = 0
-            if seen < P and node_times[o + seen] == t:
-                # An item listed twice in a basket (outside the data contract: ingestion drops
-                # repeats) is two present rows at one timestamp, as in the tensor path: both
-                # visible, the query the later one, the timestamp counted once.
-                times += 1
-                while seen < P and node_times[o + seen] == t:
-                    seen += 1
-                c = seen
-            n_absent = t + 1 - times
-            total = 0.0
-            if seen == 0 or (n_absent == 0 and seen == 1):  # one visible key: weight 1
-                y1 = 0 if seen == 0 else 1
-                for h in range(heads):
-                    for y in range(seen + 1):
-                        w[h, y] = 0.0
-                    w[h, y1] = 1.0
-                    total += vw[h, y1]
-            else:
-                log_absent = log_n[n_absent]
-                for h in range(heads):
-                    # softmax with the largest logit's exp taken as 1 (exp(0)), the rest computed
-                    first = 0 if n_absent > 0 else 1
-                    best = first
-                    top = s[h, c, 0] + log_absent if n_absent > 0 else s[h, c, 1]
-                    for y in range(first + 1, seen + 1):
-                        if s[h, c, y] > top:
-                            top, best = s[h, c, y], y
-                    norm = 0.0
-                    for y in range(seen + 1):
-                        if y == best:
-                            e = 1.0
-                        elif y == 0:
-                            e = math.exp(s[h, c, 0] + log_absent - top) if n_absent > 0 else 0.0
-                        else:
-                            e = math.exp(s[h, c, y] - top)
-                        w[h, y] = e
-                        norm += e
-                    for y in range(seen + 1):
-                        w[h, y] /= norm
-                        total += w[h, y] * vw[h, y]
-            at = total if has_w else (1.0 if t == L - 1 else 0.0)
-            # Each key's sum over t of its weight times a_t (keys not yet visible add nothing:
-            # their weight is 0, and the sums never hold -0.0).
+                ry = rows[y]
+                acc = 0.0
+                for i in range(d_head):
+                    acc += qkv[rc, q0 + i] * qkv[ry, k0 + i]
+                s[h, c, y] = acc * scale
+        if has_w:
+            w0 = 0 if mean_heads else h * d_head
+            for y in range(D):
+                ry = rows[y]
+                acc = 0.0
+                for i in range(d_head):
+                    acc += qkv[ry, v0 + i] * w_agg[w0 + i]
+                vw[h, y] = acc / heads if mean_heads else acc
+
+
+@numba.njit(**_JIT, inline="always")
+def _key_sums(s, vw, times, L, has_w, heads, log_n, w, cs):  # pragma: no cover - jit
+    """Into ``cs[h, y]`` each key's sum over t < L of its attention weight times a_t, one pass
+    over t (``w`` is scratch for the weights at t). Shapes: times [P] the present rows' times."""
+    P = times.shape[0]
+    for h in range(heads):
+        for y in range(P + 1):
+            cs[h, y] = 0.0
+    seen = 0  # present keys visible at t
+    n_times = 0  # distinct timestamps among them
+    for t in range(L):
+        c = 0
+        if seen < P and times[seen] == t:
+            # An item listed twice in a basket (outside the data contract: ingestion drops
+            # repeats) is two present rows at one timestamp, as in the tensor path: both
+            # visible, the query the later one, the timestamp counted once.
+            n_times += 1
+            while seen < P and times[seen] == t:
+                seen += 1
+            c = seen
+        n_absent = t + 1 - n_times
+        total = 0.0
+        if seen == 0 or (n_absent == 0 and seen == 1):  # one visible key: weight 1
+            y1 = 0 if seen == 0 else 1
             for h in range(heads):
                 for y in range(seen + 1):
-                    cs[h, y] += w[h, y] * at
-        for k in range(out.shape[1]):
-            out[m, k] = 0.0
+                    w[h, y] = 0.0
+                w[h, y1] = 1.0
+                total += vw[h, y1]
+        else:
+            log_absent = log_n[n_absent]
+            for h in range(heads):
+                # softmax with the largest logit's exp taken as 1 (exp(0)), the rest computed
+                first = 0 if n_absent > 0 else 1
+                best = first
+                top = s[h, c, 0] + log_absent if n_absent > 0 else s[h, c, 1]
+                for y in range(first + 1, seen + 1):
+                    if s[h, c, y] > top:
+                        top, best = s[h, c, y], y
+                norm = 0.0
+                for y in range(seen + 1):
+                    if y == best:
+                        e = 1.0
+                    elif y == 0:
+                        e = math.exp(s[h, c, 0] + log_absent - top) if n_absent > 0 else 0.0
+                    else:
+                        e = math.exp(s[h, c, y] - top)
+                    w[h, y] = e
+                    norm += e
+                for y in range(seen + 1):
+                    w[h, y] /= norm
+                    total += w[h, y] * vw[h, y]
+        at = total if has_w else (1.0 if t == L - 1 else 0.0)
+        # Each key's sum over t of its weight times a_t (keys not yet visible add nothing:
+        # their weight is 0, and the sums never hold -0.0).
         for h in range(heads):
-            v0 = 2 * HD + h * d_head
-            for i in range(d_head):
-                acc = 0.0
-                for y in range(D):
-                    acc += cs[h, y] * qkv[rows[y], v0 + i]
-                if mean_heads:
-                    out[m, i] += acc / heads
-                else:
-                    out[m, h * d_head + i] = acc
+            for y in range(seen + 1):
+                cs[h, y] += w[h, y] * at
+
+
+@numba.njit(**_JIT, inline="always")
+def _node_output(qkv, rows, D, cs, heads, d_head, mean_heads, out):  # pragma: no cover - jit
+    """A node's output row ``out`` (overwritten): each head's values weighted by ``cs``,
+    concatenated, or averaged over the heads."""
+    HD = heads * d_head
+    for k in range(out.shape[0]):
+        out[k] = 0.0
+    for h in range(heads):
+        v0 = 2 * HD + h * d_head
+        for i in range(d_head):
+            acc = 0.0
+            for y in range(D):
+                acc += cs[h, y] * qkv[rows[y], v0 + i]
+            if mean_heads:
+                out[i] += acc / heads
+            else:
+                out[h * d_head + i] = acc
 
 
 def aggregated(

@@ -1,4 +1,4 @@
-"""Gated information fusing and scoring over the whole catalogue (MODEL.md §3).
+"""Gated information fusing and scoring over the whole catalogue (DNNTSP's third step).
 
     ê_i = (1 - α_i) E_i + α_i z_{u,i}   for i in V_u,     ê_i = E_i otherwise
     y_i = w_o . ê_i + b_o

@@ -1,4 +1,4 @@
-"""DIN's target attention: the activation unit (Zhou et al., KDD 2018, §4.3, Fig. 2).
+"""DIN's target attention: the activation unit (Zhou et al., KDD 2018, section 4.3, Fig. 2).
 
 For a user's history vectors h_1 .. h_T and a target (candidate) item vector t:
 

@@ -1,4 +1,4 @@
-"""Masked multi-head self-attention over each node's timestamps (MODEL.md §2).
+"""Masked multi-head self-attention over each node's timestamps (DNNTSP's temporal step).
 
 For each node separately, with C its [T, d] sequence:
 
@@ -16,8 +16,8 @@ Two ways to compute the same thing:
 - :meth:`forward` on dense padded sequences [nodes, T, d] (simple; used by tests and tools);
 - :meth:`forward_rows` on the distinct rows of :mod:`basketgnn.graph.cooccurrence`: a node's
   absent timestamps share one row, so its keys collapse to P + 1 distinct rows with a log-count
-  bias (see ``AttentionBucket``). Exact, and ~5x less work on TaFeng, where 90% of nodes were
-  bought once. With dropout > 0 the dropout acts on the collapsed weights.
+  bias (see ``AttentionBucket``). Exact, and far less work where most nodes are bought once
+  (two distinct keys whatever T). With dropout > 0 the dropout acts on the collapsed weights.
 
 :meth:`forward_aggregated` follows the attention with the temporal readout; :meth:`forward_nodes`
 does the same from a batch's node plan, through the compiled kernel of
@@ -148,8 +148,8 @@ class MaskedTemporalSelfAttention(nn.Module):
         """
         T = b.query.shape[1]
         # Scores are laid out keys-first, [.., D (key), T (query)], so the softmax runs over
-        # a non-last dim: with D mostly 2-5 that is ~3x faster (fwd + bwd) on CPU than a
-        # softmax over a tiny last dim. Same values either way (dropout's random mask is
+        # a non-last dim: with D mostly 2-5, faster (fwd + bwd) on CPU than a softmax over a
+        # tiny last dim. Same values either way (dropout's random mask is
         # drawn on this layout, so training runs differ bit-wise from the query-first one).
         s = (k @ q.transpose(-1, -2)) * scale  # [M_b, heads, D (key), D (query)]
         M_b, H, D, _ = s.shape
@@ -282,7 +282,7 @@ class MaskedTemporalSelfAttention(nn.Module):
         outs = []
         for b in buckets:
             # index_select, not rows[b.rows]: same values, but its backward is index_add
-            # rather than an accumulating index_put, several times faster on CPU.
+            # rather than an accumulating index_put, which is slower on CPU.
             x = rows.index_select(0, b.rows.reshape(-1)).view(*b.rows.shape, rows.shape[1])
             q, k, v = self._split(x)  # each [M_b, heads, D, d_head]
             attend = self._two_keys if x.shape[1] == 2 else self._keys_first

@@ -10,10 +10,10 @@ FFN(x) = act(x W_1 + b_1) W_2 + b_2, applied to every step separately.
 
 Two arrangements of residual, LayerNorm and dropout:
 
-- ``norm_first=True`` (SASRec, Kang & McAuley 2018, §III-C: g(x) = x + Dropout(g(LayerNorm(x)))):
+- ``norm_first=True`` (SASRec, Kang & McAuley 2018, section III-C: g(x) = x + Dropout(g(LayerNorm(x)))):
       Y = X + Dropout(MH(LN(X)));   Z = Y + Dropout(FFN(LN(Y)))
   (the model applies one more LayerNorm after its last block);
-- ``norm_first=False`` (BERT4Rec, Sun et al. 2019, §3.3, the original Transformer):
+- ``norm_first=False`` (BERT4Rec, Sun et al. 2019, section 3.3, the original Transformer):
       Y = LN(X + Dropout(MH(X)));   Z = LN(Y + Dropout(FFN(Y)))
 
 Dropout also acts on the attention weights. Real positions never attend to padding, so with

@@ -1,4 +1,4 @@
-"""Weighted graph convolution over per-user co-occurrence graphs (MODEL.md §1).
+"""Weighted graph convolution over per-user co-occurrence graphs (DNNTSP's first step).
 
     h_j = Lin( sum_i w(i, j) * x_i )          (Lin with bias; no degree normalisation)
 

@@ -1,4 +1,5 @@
-"""Helpers shared by the ingestion tests (test_ingest.py, test_ingest_duckdb.py, ...).
+"""Helpers shared by the ingestion tests (the engines of the `engine` fixtures in conftest.py,
+the small logs, comparisons).
 
 :class:`Engine` runs the ingestion engine (DuckDB, ``prepare_log``) or its pandas test oracle
 (pandas_oracle.py); the DuckDB one also checks that its dataset (or its error message) is the

@@ -1,8 +1,7 @@
-"""The pandas ingestion engine, kept only as a test oracle for :func:`basketgnn.data.ingest.prepare_log`
+"""A pandas ingestion engine, kept only as a test oracle for :func:`basketgnn.data.ingest.prepare_log`
 (DuckDB), on the options both understand (columns, bad rows, rare items, last N, baskets per
-customer). It is the engine ``basketgnn prepare`` used before DuckDB became the only one; it
-ignores the options added since (quantity, where, basket-size cap), so tests compare it only on
-logs and options where those do nothing.
+customer). It ignores the options only the engine has (quantity, where, basket-size cap), so
+tests compare the two only on logs and options where those do nothing.
 
 Known differences, all on input the oracle accepts and DuckDB reports as bad: non-ISO timestamps
 (pandas' ``format="mixed"`` parses them), a CSV line of spaces (pandas skips it), malformed CSV
@@ -18,18 +17,17 @@ import numpy as np
 import pandas as pd
 
 from basketgnn.data.dataset import NO_TIME, BasketData, _offsets
-from basketgnn.data.ingest import (
-    Columns,
-    PrepareOptions,
-    _check_columns,
+from basketgnn.data.ingest.checks import (
     bad_rows_error,
     check_basket_or_time,
+    check_columns,
     log_files,
     no_customer_left,
-    record_source,
     time_out_of_range,
     unparsable_time,
 )
+from basketgnn.data.ingest.options import Columns, PrepareOptions
+from basketgnn.data.ingest.report import record_source
 from basketgnn.errors import UserError
 
 _TIME_MIN = pd.Timestamp.min.tz_localize("UTC")  # [ns] 1677-09-21 00:12:43.145224193
@@ -63,11 +61,11 @@ def _read_one(f: Path, columns: Columns) -> pd.DataFrame:
             import pyarrow.parquet as pq
 
             available = pq.read_schema(f).names
-            _check_columns(f, wanted, available, columns)
+            check_columns(f, wanted, available, columns)
             df = pq.read_table(f, columns=wanted).to_pandas()
         else:
             header = pd.read_csv(f, nrows=0)
-            _check_columns(f, wanted, list(header.columns), columns)
+            check_columns(f, wanted, list(header.columns), columns)
             df = pd.read_csv(f, usecols=wanted, dtype=str, keep_default_na=True, engine="c")
     except UserError:
         raise
@@ -217,8 +215,8 @@ def _build(
     cust_start[1:] = np.cumsum(per_cust)[:-1]
     rank_from_end = per_cust[basket_cust] - 1 - (np.arange(n_baskets) - cust_start[basket_cust])
     keep_b = np.ones(n_baskets, dtype=bool)
-    if options.last_n_baskets is not None:
-        keep_b &= rank_from_end < options.last_n_baskets
+    if options.last_n is not None:
+        keep_b &= rank_from_end < options.last_n
         report["baskets_dropped_last_n"] = int((~keep_b).sum())
     kept_per_cust = np.bincount(basket_cust[keep_b], minlength=len(per_cust))
     cust_ok = kept_per_cust >= options.min_baskets

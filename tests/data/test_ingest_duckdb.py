@@ -8,25 +8,20 @@ and message are the oracle's) are in test_ingest.py.
 from __future__ import annotations
 
 import re
-import sys
-from pathlib import Path
 
 import pytest
+from ingest_support import ROWS, write_csv
+from pandas_oracle import prepare_log_pandas
 
 from basketgnn.data.ingest import Columns, PrepareOptions
 from basketgnn.data.ingest import prepare_log as prepare_log_duckdb
 from basketgnn.data.synth import generate_log, write_log
 from basketgnn.errors import UserError
 
-# tests/ has no __init__.py: make the shared helpers next to this file importable from anywhere.
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ingest_support import DUCKDB, ROWS, write_csv  # noqa: E402
-from pandas_oracle import prepare_log_pandas  # noqa: E402
 
-
-def test_meta_is_the_oracle_meta_plus_the_engine(tmp_path):
+def test_meta_is_the_oracle_meta_plus_the_engine(tmp_path, duckdb_engine):
     path = write_csv(tmp_path, ROWS)
-    data = DUCKDB.prepare(path)
+    data = duckdb_engine.prepare(path)
     assert data.meta["engine"] == "duckdb"
     assert {k: v for k, v in data.meta.items() if k != "engine"} == prepare_log_pandas(path).meta
 
@@ -39,18 +34,18 @@ def test_meta_is_the_oracle_meta_plus_the_engine(tmp_path):
         ["1_000", "20", "3"],  # pandas does not read "1_000" as a number
     ],
 )
-def test_basket_id_only_orders_like_pandas(tmp_path, ids):
+def test_basket_id_only_orders_like_pandas(tmp_path, ids, duckdb_engine):
     rows = [["c1", b, f"i{k}"] for k, b in enumerate(ids)]
     path = write_csv(tmp_path, rows, columns=["customer_id", "basket_id", "item_id"])
-    DUCKDB.prepare(path, Columns(timestamp=None))
+    duckdb_engine.prepare(path, Columns(timestamp=None))
 
 
-def test_iso_timestamps_with_offsets_and_fractions(tmp_path):
+def test_iso_timestamps_with_offsets_and_fractions(tmp_path, duckdb_engine):
     stamps = ["2024-01-02T10:00:00Z", "2024-01-02 10:00:00+02:00", "2024-01-02 09:00:00.5-01",
               "2024-01-02 10:00:00.123456789", " 2024-01-03 ", "2024-1-4 7:05", "2024-01-05 08:00 UTC",
               "2024-01-06T00:00:00+0130"]  # fmt: skip
     rows = [["c1", f"b{k}", s, "x"] for k, s in enumerate(stamps)]
-    DUCKDB.prepare(write_csv(tmp_path, rows))
+    duckdb_engine.prepare(write_csv(tmp_path, rows))
 
 
 @pytest.fixture(scope="module")
@@ -63,27 +58,27 @@ def synthetic_log():
     "options",
     [
         PrepareOptions(),
-        PrepareOptions(min_item_baskets=250, last_n_baskets=6, min_baskets=3, max_baskets=5),
+        PrepareOptions(min_item_baskets=250, last_n=6, min_baskets=3, max_baskets=5),
     ],
 )
-def test_synthetic_log(tmp_path, synthetic_log, suffix, options):
+def test_synthetic_log(tmp_path, synthetic_log, suffix, options, duckdb_engine):
     path = tmp_path / f"log{suffix}"
     write_log(synthetic_log, path)
-    data = DUCKDB.prepare(path, options=options)
+    data = duckdb_engine.prepare(path, options=options)
     assert data.n_users > 0
     if options.min_item_baskets > 1:
         assert data.meta["report"]["rows_dropped_rare_items"] > 0
         assert data.meta["report"]["customers_dropped_basket_count"] > 0
 
 
-def test_synthetic_log_without_basket_column(tmp_path, synthetic_log):
+def test_synthetic_log_without_basket_column(tmp_path, synthetic_log, duckdb_engine):
     path = tmp_path / "log.csv"
     write_log(synthetic_log.drop(columns=["basket_id"]), path)
-    data = DUCKDB.prepare(path, Columns(basket=None))
+    data = duckdb_engine.prepare(path, Columns(basket=None))
     assert data.n_users > 0
 
 
-def test_memory_limit_far_below_the_log(tmp_path):
+def test_memory_limit_far_below_the_log(tmp_path, duckdb_engine):
     """~320k rows with long ids (a 34 MB CSV). At 64 MB DuckDB gets through only by spilling to
     disk: with spilling switched off, or at 32 MB, this log runs out of memory."""
     log = generate_log(n_customers=7800, n_items=2000, mean_baskets=10, seed=0)
@@ -96,7 +91,7 @@ def test_memory_limit_far_below_the_log(tmp_path):
     path = tmp_path / "big.csv"
     write_log(log, path)
     del log
-    data = DUCKDB.prepare(path, memory_limit="64MB", threads=2)
+    data = duckdb_engine.prepare(path, memory_limit="64MB", threads=2)
     assert data.meta["report"]["rows_read"] > 300_000
 
 

@@ -1,10 +1,10 @@
-"""Ingestion options of a real export: returns (quantity), ``where``, ids as the file writes
-them, the basket-size and last-N caps, and non-ISO timestamps. Each case is a tiny log whose
-expected baskets and counts are worked out by hand."""
+"""The ingestion options (``data/ingest/options.py``): the models themselves (names, defaults,
+checks, descriptions), then what the options of a real export do: returns (quantity), ``where``,
+ids as the file writes them, the basket-size and last-N caps, and non-ISO timestamps. Each case
+is a tiny log whose expected baskets and counts are worked out by hand."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,18 +12,20 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from ingest_support import baskets_by_id, write_csv
+from pydantic import ValidationError
 
 from basketgnn.data.ingest import Columns, PrepareOptions, prepare_log, report_lines
+from basketgnn.data.ingest.options import option_error
 from basketgnn.errors import UserError
 
-# tests/ has no __init__.py: make the shared helpers next to this file importable from anywhere.
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ingest_support import baskets_by_id, write_csv  # noqa: E402
-
 EXPORT = ["InvoiceNo", "StockCode", "Quantity", "InvoiceDate", "CustomerID"]
-EXPORT_COLUMNS = Columns("CustomerID", "StockCode", "InvoiceNo", "InvoiceDate", "Quantity")
+EXPORT_COLUMNS = Columns(
+    customer="CustomerID", item="StockCode", basket="InvoiceNo", timestamp="InvoiceDate",
+    quantity="Quantity",
+)
 
-# An export in the shape of the issue: cancellations ('C' invoices, negative quantities), a postage
+# An export in the shape of a real one: cancellations ('C' invoices, negative quantities), a postage
 # code, a customer written as a float, a row without customer.
 EXPORT_ROWS = [
     ["536365", "A", "6", "2010-12-01 08:26", "17850.0"],
@@ -37,6 +39,67 @@ EXPORT_ROWS = [
     ["536384", "B", "4", "2010-12-06 11:00", "13047"],
     ["536385", "A", "1", "2010-12-06 11:00", None],  # no customer
 ]
+
+
+# --- the models ------------------------------------------------------------------------------
+
+
+def test_defaults_are_the_documented_ones():
+    assert PrepareOptions().model_dump() == {
+        "min_item_baskets": 1, "last_n": None, "min_baskets": 2, "max_baskets": None,
+        "on_bad_rows": "error", "where": None, "keep_returns": False, "max_basket_items": None,
+        "time_format": None,
+    }  # fmt: skip
+    assert Columns().model_dump() == {
+        "customer": "customer_id", "item": "item_id", "basket": "basket_id",
+        "timestamp": "timestamp", "quantity": None,
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"last_n_baskets": 3},  # not a field: the name a user writes is last_n
+        {"min_baskets": 1},  # a customer needs a history and a target
+        {"min_item_baskets": 0},
+        {"last_n": 0},
+        {"max_baskets": 1},
+        {"max_basket_items": 0},
+        {"on_bad_rows": "ignore"},
+        {"keep_returns": "maybe"},
+    ],
+)
+def test_options_outside_their_range_are_refused(values):
+    with pytest.raises(ValidationError, match=next(iter(values))):
+        PrepareOptions(**values)
+
+
+def test_columns_refuse_unknown_names_and_are_frozen():
+    with pytest.raises(ValidationError, match="customer_col"):
+        Columns(customer_col="c")
+    with pytest.raises(ValidationError, match="frozen"):
+        Columns().item = "sku"  # type: ignore[misc]
+    assert Columns(basket=None) == Columns(basket=None) and Columns(basket=None) != Columns()
+
+
+@pytest.mark.parametrize("model", [Columns, PrepareOptions])
+def test_every_field_has_one_present_tense_line(model):
+    for name, field in model.model_fields.items():
+        text = field.description or ""
+        assert text and "\n" not in text and text.endswith("."), name
+        assert text.split()[0].endswith("s") and len(text) <= 100, (name, text)
+
+
+def test_refused_values_become_one_user_error_in_the_users_terms():
+    with pytest.raises(ValidationError) as e:
+        PrepareOptions(max_basket_items=-1, on_bad_rows="ignore", last_n_baskets=2)
+    error = option_error(e.value)
+    assert isinstance(error, UserError)
+    assert str(error) == (
+        "--on-bad-rows: Input should be 'error' or 'skip' (got 'ignore'); "
+        "--max-basket-items must be at least 1, not -1; --last-n-baskets is not an option."
+    )
+    assert str(option_error(e.value, lambda name: f"input.{name}")).startswith("input.on_bad_rows:")
 
 
 @pytest.fixture
@@ -87,7 +150,7 @@ def test_keep_returns_keeps_them_as_ordinary_rows(export_csv):
 
 
 def test_without_quantity_column_every_row_is_a_purchase(export_csv):
-    columns = Columns("CustomerID", "StockCode", "InvoiceNo", "InvoiceDate")
+    columns = Columns(customer="CustomerID", item="StockCode", basket="InvoiceNo", timestamp="InvoiceDate")
     data = prepare_log(export_csv, columns, PrepareOptions(on_bad_rows="skip"))
     assert data.n_baskets == 7
     assert "returns_excluded" not in data.meta["report"]
@@ -239,13 +302,13 @@ def test_no_cap_by_default_and_a_cap_of_zero_is_refused(tmp_path):
     data = prepare_log(_cap_log(tmp_path), Columns(timestamp=None))
     assert "baskets_capped" not in data.meta["report"]
     assert max(np.diff(data.basket_offsets)) == 5
-    with pytest.raises(UserError, match="--max-basket-items must be at least 1"):
-        prepare_log(_cap_log(tmp_path), Columns(timestamp=None), PrepareOptions(max_basket_items=0))
+    with pytest.raises(ValidationError, match="max_basket_items"):
+        PrepareOptions(max_basket_items=0)
 
 
 def test_last_n_counts_the_baskets_it_drops(tmp_path):
     data = prepare_log(_cap_log(tmp_path), Columns(timestamp=None),
-                       PrepareOptions(last_n_baskets=2))  # fmt: skip
+                       PrepareOptions(last_n=2))  # fmt: skip
     assert baskets_by_id(data)["u"] == [["a", "b"], ["a", "b", "c"]]
     assert data.meta["report"]["baskets_dropped_last_n"] == 1
     assert "last-N cap: 1 older baskets dropped" in report_lines(data.meta["report"])

@@ -10,6 +10,7 @@ import pytest
 from raw_data import raw_basket_data
 
 from basketgnn.data.split import Instances
+from basketgnn.graph import build_kernel
 from basketgnn.graph.cooccurrence import UserGraphs, build_user_graphs
 
 
@@ -82,3 +83,64 @@ def test_no_instances():
     compiled, reference = _both(data, none, with_targets=False)
     assert len(compiled) == 0
     _assert_same(compiled, reference)
+
+
+# --- the kernel's helpers against direct computations -----------------------------------------
+
+
+def _entries(seed, n=5):
+    """Instances of baskets of distinct items: entry_offsets, item, entry_t (basket by basket)
+    and each instance's baskets as sets."""
+    rng = np.random.default_rng(seed)
+    offsets, item, entry_t, histories = [0], [], [], []
+    for _ in range(n):
+        baskets = [set(rng.choice(7, size=int(rng.integers(1, 5)), replace=False).tolist())
+                   for _ in range(int(rng.integers(0, 6)))]  # fmt: skip
+        for t, b in enumerate(baskets):
+            order = rng.permutation(sorted(b))  # a basket's entries in any order
+            item += order.tolist()
+            entry_t += [t] * len(b)
+        offsets.append(len(item))
+        histories.append(baskets)
+    return (np.array(offsets, np.int64), np.array(item, np.int64), np.array(entry_t, np.int64), histories)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_nodes_are_distinct_items_with_their_entries(seed):
+    offsets, item, _, _ = _entries(seed)
+    node_key, entry_node, node_present, node_offsets, node_first, order = build_kernel._nodes(offsets, item, 7)
+    inst = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+    keys, inverse, counts = np.unique(inst * 7 + item, return_inverse=True, return_counts=True)
+    np.testing.assert_array_equal(node_key, keys)
+    np.testing.assert_array_equal(entry_node, inverse)
+    np.testing.assert_array_equal(node_present, counts)
+    np.testing.assert_array_equal(node_offsets, np.searchsorted(keys // 7, np.arange(len(offsets))))
+    # each node's entries, in entry order, at order[node_first[v]:node_first[v + 1]]
+    for v in range(len(keys)):
+        np.testing.assert_array_equal(order[node_first[v] : node_first[v + 1]], np.flatnonzero(inverse == v))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_max_c_is_the_most_baskets_shared_by_two_items(seed):
+    offsets, item, entry_t, histories = _entries(seed)
+    _, entry_node, node_present, node_offsets, _, _ = build_kernel._nodes(offsets, item, 7)
+    max_c = build_kernel._max_c(offsets, entry_t, entry_node, node_present, node_offsets)
+    for u, baskets in enumerate(histories):
+        shared = [sum(a in b and c in b for b in baskets) for a in range(7) for c in range(a + 1, 7)]
+        assert max_c[u] == max([1, *shared]), u
+
+
+def test_slot_ranks_by_table_and_by_sort():
+    keys = np.array([9, 4, 4, 16, 0, 9, 4], np.int64)
+    expected = np.unique(keys, return_inverse=True)[1]
+    by_sort = np.concatenate([[-5], keys, [-5]])  # only the slice start .. stop is ranked
+    assert build_kernel._rank_by_sort(by_sort, 1, 8) == 4
+    np.testing.assert_array_equal(by_sort[1:8], expected)
+    slot_id, listed = np.full(25, -1, np.int64), np.empty(25, np.int64)
+    for k in np.unique(keys):  # marked and listed, as _pairs does while writing the keys
+        slot_id[k] = 0
+    listed[:4] = [9, 4, 16, 0]
+    by_table = keys.copy()
+    build_kernel._rank_by_table(by_table, 0, len(keys), slot_id, listed, 4)
+    np.testing.assert_array_equal(by_table, expected)
+    assert (slot_id == -1).all()  # the table is left clean for the next instance

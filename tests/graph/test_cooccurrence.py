@@ -1,4 +1,4 @@
-"""Per-user co-occurrence graphs (MODEL.md §1) in the distinct-row layout of
+"""Per-user co-occurrence graphs (DNNTSP's first step) in the distinct-row layout of
 ``basketgnn.graph.cooccurrence``: hand-computed rows (present node-timestamps, then one absent
 row per node), multiplicities, ``seq_row``, edges and weights, edge counts, attention-bucket
 plans, collation of several users, and random users against a dense brute-force construction.
@@ -14,7 +14,12 @@ import torch
 
 from basketgnn.data.dataset import from_sequences
 from basketgnn.data.split import Instances
-from basketgnn.graph.cooccurrence import AttentionBucket, GraphBatch, build_user_graphs
+from basketgnn.graph.cooccurrence import (
+    AttentionBucket,
+    GraphBatch,
+    _HistoryEntries,
+    build_user_graphs,
+)
 
 # Every user: history baskets, then the target basket.
 SEQUENCES = [
@@ -405,7 +410,7 @@ def _random_sequences(rng: np.random.Generator, n_users: int, n_items: int) -> l
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_random_users_match_brute_force(seed):
-    """Against a dense N x N x T construction straight from MODEL.md: every node-timestamp
+    """Against a dense N x N x T construction straight from the model's definition: every node-timestamp
     (m, t) maps through seq_row to a row with exactly its in-edges (absent ones: only the
     self-loop), multiplicities count the node-timestamps of each row, and the attention plan
     agrees with the sequences."""
@@ -642,3 +647,16 @@ def test_dnntsps_item_cap_bounds_training_batches_only():
 def test_sizes_are_nodes_per_instance():
     g = _graphs()
     assert g.sizes.tolist() == [3, 1, 2, 2]  # u0: 1, 2, 3; u1: 0; u2: 4, 5; u3: 0, 1
+
+
+def test_history_entries_hand_computed():
+    """u0's last 2 history baskets of 3 ([1, 2, 3], [3]) and u3's whole history: entries basket
+    by basket, each with its basket's timestamp within the history and its instance."""
+    data = from_sequences(SEQUENCES, n_items=N_ITEMS)
+    e = _HistoryEntries.of(data, np.array([0, 3]), np.array([3, 3]), np.array([2, 3]))
+    assert e.T.tolist() == [2, 3]
+    assert e.basket_t.tolist() == [0, 1, 0, 1, 2]  # u0: 2 baskets, u3: 3
+    assert e.item.tolist() == [1, 2, 3, 3, 0, 0, 1, 0]
+    assert e.basket.tolist() == [0, 0, 0, 1, 2, 3, 3, 4]
+    assert e.inst.tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert e.present_offsets.tolist() == [0, 4, 8]

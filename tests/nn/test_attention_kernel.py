@@ -50,7 +50,7 @@ def _batch(users: list[list[list[int]]], seed: int = 0) -> GraphBatch:
 
 
 def _dense(att: MaskedTemporalSelfAttention, rows: torch.Tensor, batch: GraphBatch, w_agg) -> torch.Tensor:
-    """Attention over each node's full [T, d] sequence, then the readout (MODEL.md §2)."""
+    """Attention over each node's full [T, d] sequence, then the temporal readout."""
     seq = rows.index_select(0, batch.seq_row.reshape(-1)).view(*batch.seq_row.shape, -1)  # [M, T, d]
     out = att.forward(seq)
     return last_timestamp(out, batch.node_len) if w_agg is None else aggregate_nodes_temporal_feature(out, batch.node_len, w_agg)
@@ -184,3 +184,71 @@ def test_items_listed_twice_in_a_basket_as_the_tensor_path():
                 out = att.forward_nodes(rows, batch, w_agg)
                 ref = att.forward_aggregated(rows, batch.attention, len(batch.node_item), batch.node_len, w_agg)
             torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-12)
+
+
+# --- the kernel's helpers, one node at a time, against the formulas written out -------------
+
+
+def _node_case(seed: int, heads: int, d_head: int, mean_heads: bool):
+    """One node: absent row 0 and present rows 1..3 bought at t = 1, 2, 4 of L = 6."""
+    rng = np.random.default_rng(seed)
+    qkv = rng.normal(size=(5, 3 * heads * d_head))
+    rows = np.array([0, 3, 1, 4], dtype=np.int64)
+    w_agg = rng.normal(size=d_head if mean_heads else heads * d_head)
+    return qkv, rows, w_agg, np.array([1, 2, 4], dtype=np.int64), 6
+
+
+def _split(qkv, rows, heads, d_head):
+    """q, k, v of the node's rows: [heads, D, d_head] each."""
+    q, k, v = np.split(qkv[rows], 3, axis=1)
+    return [a.reshape(len(rows), heads, d_head).transpose(1, 0, 2) for a in (q, k, v)]
+
+
+@pytest.mark.parametrize("heads,d_head,mean_heads", [(2, 3, False), (3, 2, True)])
+def test_scores_and_value_weights(heads, d_head, mean_heads):
+    qkv, rows, w_agg, _, _ = _node_case(0, heads, d_head, mean_heads)
+    D = len(rows)
+    s, vw = np.empty((heads, D, D)), np.zeros((heads, D))
+    attention_kernel._scores(qkv, rows, D, w_agg, True, heads, d_head, mean_heads, d_head**-0.5, s, vw)
+    q, k, v = _split(qkv, rows, heads, d_head)
+    np.testing.assert_allclose(s, q @ k.transpose(0, 2, 1) / np.sqrt(d_head), rtol=1e-12)
+    w = np.broadcast_to(w_agg, (heads, d_head)) if mean_heads else w_agg.reshape(heads, d_head)
+    np.testing.assert_allclose(vw, np.einsum("hyi,hi->hy", v, w) / (heads if mean_heads else 1), rtol=1e-12)
+
+
+@pytest.mark.parametrize("has_w", [True, False])
+def test_key_sums_are_the_causal_softmax_weighted_by_the_readout(has_w):
+    """cs[h, y] = sum_t a_t A_h[y, t], with A the softmax at t over the visible keys (the absent
+    row with log of its count of absent timestamps so far, the purchases up to t), the query
+    the row of t, and a_t the readout weight (learned, or 1 at the last t)."""
+    heads, d_head = 2, 3
+    qkv, rows, w_agg, times, L = _node_case(1, heads, d_head, False)
+    D = len(rows)
+    s, vw = np.empty((heads, D, D)), np.zeros((heads, D))
+    attention_kernel._scores(qkv, rows, D, w_agg, has_w, heads, d_head, False, d_head**-0.5, s, vw)
+    log_n = np.array([-np.inf] + [np.log(i) for i in range(1, L + 1)])
+    w, cs = np.zeros((heads, D)), np.zeros((heads, D))
+    attention_kernel._key_sums(s, vw, times, L, has_w, heads, log_n, w, cs)
+    expected = np.zeros((heads, D))
+    for t in range(L):
+        bought = [j + 1 for j in range(len(times)) if times[j] <= t]
+        n_absent = t + 1 - len(bought)
+        c = bought[-1] if t in times else 0
+        keys = ([0] if n_absent else []) + bought
+        logits = np.array([[s[h, c, y] + (np.log(n_absent) if y == 0 else 0.0) for y in keys] for h in range(heads)])
+        A = np.exp(logits - logits.max(1, keepdims=True))
+        A /= A.sum(1, keepdims=True)
+        a_t = (A * vw[:, keys]).sum() if has_w else float(t == L - 1)
+        expected[:, keys] += a_t * A
+    np.testing.assert_allclose(cs, expected, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("heads,d_head,mean_heads", [(2, 3, False), (3, 2, True)])
+def test_node_output_weights_the_values(heads, d_head, mean_heads):
+    qkv, rows, _, _, _ = _node_case(2, heads, d_head, mean_heads)
+    cs = np.random.default_rng(3).normal(size=(heads, len(rows)))
+    out = np.full(d_head if mean_heads else heads * d_head, np.nan)
+    attention_kernel._node_output(qkv, rows, len(rows), cs, heads, d_head, mean_heads, out)
+    _, _, v = _split(qkv, rows, heads, d_head)
+    z = np.einsum("hy,hyi->hi", cs, v)  # [heads, d_head]
+    np.testing.assert_allclose(out, z.mean(0) if mean_heads else z.reshape(-1), rtol=1e-12)

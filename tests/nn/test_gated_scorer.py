@@ -1,4 +1,4 @@
-"""The gated scorer (MODEL.md §3) with the per-item prior bias: against the dense [B, I, d]
+"""The gated scorer (DNNTSP's third step) with the per-item prior bias: against the dense [B, I, d]
 formula, and the prior initialisation (logits start at each item's log-odds)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Masked temporal self-attention (MODEL.md §2): the dense ``forward`` against a plain loop
+"""Masked temporal self-attention (DNNTSP's temporal step): the dense ``forward`` against a plain loop
 reference, its independence of padding, and ``forward_rows`` (distinct rows + log-count buckets)
 against ``forward`` on the expanded sequences ``rows[seq_row]``, values and gradients."""
 
@@ -221,7 +221,7 @@ def test_two_key_closed_form_equals_the_general_path_with_and_without_dropout(tr
 @pytest.mark.parametrize("readout", ["learned", "last"])
 @pytest.mark.parametrize("training", [False, True])
 def test_forward_aggregated_equals_readout_of_forward_rows(merge, heads, dropout, readout, training):
-    """The fused attention + readout equals the readout (MODEL.md §2) of the full sequences:
+    """The fused attention + readout equals the temporal readout of the full sequences:
     values and gradients, in eval mode and, with the same seed (same dropout masks), in training."""
     from basketgnn.nn.aggregation import aggregate_nodes_temporal_feature, last_timestamp
 

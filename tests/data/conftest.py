@@ -1,0 +1,41 @@
+"""Fixtures shared by the data tests: the ingestion engines (DuckDB, checked against its pandas
+oracle, and the oracle itself) and a CLI runner. Plain helpers and the small logs the ingestion
+tests share are in ``ingest_support.py`` next to this file (pytest puts this folder on the
+import path of its test modules)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+import pytest
+from ingest_support import DUCKDB, PANDAS, Engine
+
+
+@pytest.fixture(params=[PANDAS, DUCKDB], ids=str)
+def engine(request) -> Engine:
+    """Each engine in turn: the pandas oracle, then DuckDB (whose datasets and messages are
+    checked to be the oracle's)."""
+    return request.param
+
+
+@pytest.fixture
+def duckdb_engine() -> Engine:
+    """The DuckDB engine, its datasets checked against the pandas oracle's."""
+    return DUCKDB
+
+
+@pytest.fixture
+def run_cli() -> Callable[..., None]:
+    """``run_cli("train", "--data", ...)``: run ``basketgnn`` with these arguments and check
+    that it exits with status 0."""
+    from basketgnn.cli import main
+
+    def run(*args: str) -> None:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(sys, "argv", ["basketgnn", *args])
+            with pytest.raises(SystemExit) as exc:
+                main()
+        assert (exc.value.code or 0) == 0, args
+
+    return run
