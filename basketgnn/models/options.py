@@ -18,34 +18,18 @@ class TrainOptions(BaseModel):
     weight_decay: float = Field(0.0, ge=0, description="Adam weight decay.")
     batch_size: int = Field(64, ge=1, description="Users per batch.")
     batch_work: int = Field(
-        200_000,
-        ge=0,
-        description="Beyond the paper: a training batch also closes before its work, the sum "
-        "of its customers' sizes times its longest history (DNNTSP: nodes x T_max), passes "
-        "this (0 = no bound; models whose data has no size are not bounded). Long histories "
-        "then get fewer customers per batch, so a step's memory stays bounded. The default "
-        "leaves every DC and TaFeng batch at batch_size customers.",
-    )
+        200_000, ge=0,
+        description="Beyond the paper: a batch also closes before sizes x longest history passes this (0: no bound).",
+    )  # fmt: skip
     epochs: int = Field(100, ge=1, description="Maximum number of epochs.")
     patience: int = Field(10, ge=1, description="Stop after this many epochs without a better validation NDCG.")
-    min_steps: int = Field(
-        0,
-        ge=0,
-        description="Early stopping (patience) never stops a run before this many training "
-        "steps (batches of the epochs' plans, skipped ones included), so a run with few steps "
-        "per epoch is not stopped while its first epochs are still spent lowering every logit.",
-    )
+    min_steps: int = Field(0, ge=0, description="Early stopping never stops a run before this many training steps.")
     lr_patience: int = Field(3, ge=0, description="ReduceLROnPlateau patience (epochs, on training loss).")
     lr_schedule: Literal["plateau", "cosine"] = Field(
-        "plateau",
-        description="Learning-rate schedule: plateau (the paper's: ReduceLROnPlateau on the "
-        "training loss, see lr_patience) or cosine (beyond the paper, as PIETSP: lr * (1 + "
-        "cos(pi * e / epochs)) / 2 after epoch e, so epochs sets the schedule's length).",
+        "plateau", description="plateau: ReduceLROnPlateau on the training loss (the paper's); cosine: to 0 over epochs."
     )
     train_prefixes: bool = Field(
-        False,
-        description="Beyond the paper: train on every prefix of each training history "
-        "(predict basket h from baskets < h for every h), not only on the last basket.",
+        False, description="Beyond the paper: train on every prefix of each training history, not only the last basket."
     )
     seed: int = Field(0, description="Seed of initialisation and batch order.")
     device: str = Field("cpu", description="torch device, e.g. cpu or cuda.")

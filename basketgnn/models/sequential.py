@@ -5,9 +5,9 @@ from __future__ import annotations
 from pydantic import Field
 
 from basketgnn.data.dataset import BasketData
-from basketgnn.data.sequences import DEFAULT_MAX_BASKET_ITEMS, SequenceSource, sequence_batches
 from basketgnn.data.split import Instances
 from basketgnn.models.options import TrainOptions
+from basketgnn.models.sequences import DEFAULT_MAX_BASKET_ITEMS, SequenceSource, sequence_batches
 
 
 class SequenceOptions(TrainOptions):
@@ -20,9 +20,9 @@ class SequenceOptions(TrainOptions):
 
 
 class PrefixTrainedOptions(SequenceOptions):
-    """SASRec's and BERT4Rec's training defaults, chosen on DC validation, seed 0 (BENCHMARKS.md
-    §8): every prefix of a history as an instance and lr 3e-3 reach a better validation NDCG in
-    fewer epochs than the last basket alone or lr 1e-3."""
+    """SASRec's and BERT4Rec's training defaults, chosen on DC validation: every prefix of a
+    history as an instance and lr 3e-3 reach a better validation NDCG in fewer epochs than the
+    last basket alone or lr 1e-3."""
 
     train_prefixes: bool = Field(
         True, description="Train on every prefix of each training history (predict basket h from baskets < h)."

@@ -1,4 +1,4 @@
-"""Training losses over catalogue scores (MODEL.md §4).
+"""Training losses over catalogue scores (MODEL.md, training objective).
 
 All take scores [B, I] (logits) and a multi-hot target [B, I] and return a scalar.
 """

@@ -217,7 +217,8 @@ class FusedRecommender:
 
 def from_section(base: Any, state: dict[str, Any] | None) -> Any:
     """``base`` wrapped by the fusion a checkpoint section stored (``base`` itself when the
-    section holds none: the model alone validated best, or the fusion was off)."""
+    section holds none: the model alone validated best, or the fusion was off). The section:
+    ``{"options": FusionOptions, "choice": the choice record, "state": state()}``."""
     if not state or state.get("state") is None:
         return base
     fusion = ScoreFusion.from_state(state["state"])

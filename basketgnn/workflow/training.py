@@ -5,7 +5,8 @@ stage and the ablation all call :func:`train`, and every command that reads a ch
 Training a neural model is two steps on one checkpoint: the engine trains the model and writes
 best.pt (:mod:`basketgnn.engine`), then the fusion with TIFU-KNN is chosen on the validation
 customers (:func:`basketgnn.recommenders.fused.choose`) and stored as the checkpoint's
-``fusion`` section. A baseline is fitted in memory.
+``fusion`` section: the fusion options, the choice (None when off) and the fusion's state (None
+when the model alone validated best). A baseline is fitted in memory.
 """
 
 from __future__ import annotations
@@ -100,8 +101,8 @@ def train(
     model, choice = fused.choose(base, data, sp["train"], sp["validate"], s.fusion)
     best = Path(entry.out_dir) / "best.pt" if entry.out_dir is not None else None
     if best is not None and best.is_file():
-        if choice is not None:
-            set_section(best, fused.SECTION, {"choice": choice, "state": model.state() if model else None})
+        section = {"options": s.fusion.model_dump(), "choice": choice, "state": model.state() if model else None}
+        set_section(best, fused.SECTION, section)
         if entry.stamp:
             add_extras(best, **entry.stamp)
     return FitOutcome(entry, model or base, time.perf_counter() - t0, base.result, choice)
@@ -126,7 +127,7 @@ def load_trained(path: str | Path, device: str | None = None, *, model_only: boo
             "ranks by the model alone. Rerun the same `basketgnn train` to finish it.",
             stacklevel=2,
         )
-    if section is not None:
+    if section is not None and section["choice"] is not None:
         base.checkpoint = {**base.checkpoint, "fusion_choice": section["choice"]}
     return base if model_only else fused.from_section(base, section)
 

@@ -150,7 +150,7 @@ def test_changed_dataset_content_reruns_its_runs_and_unchanged_content_is_skippe
     assert [e.status for e in events] == ["skipped"] * 2 and lines(results) == first
 
     # Other data under the same name and path: the old lines are not current any more...
-    prepare_log(dataset.parent / "log.csv", options=PrepareOptions(last_n_baskets=5)).save(folder)
+    prepare_log(dataset.parent / "log.csv", options=PrepareOptions(last_n=5)).save(folder)
     with pytest.raises(UserError, match="no results of this spec yet"):
         ablate(spec, table_only=True)
     # ...and running the grid again redoes every run of that dataset, keeping the old lines.

@@ -37,7 +37,7 @@ def unparsable_time(column: str, time_format: str | None = None) -> str:
     if time_format is not None:
         return f"a timestamp in {column!r} not in --time-format {time_format!r} (unparsable)"
     return (
-        f"an unparsable timestamp in {column!r} (dates are read as ISO, e.g. 2024-01-31 13:45; "
+        f"an unparsable timestamp in {column!r} (dates are read as ISO, YYYY-MM-DD HH:MM; "
         "name other spellings with --time-format, e.g. '%m/%d/%Y %H:%M')"
     )
 

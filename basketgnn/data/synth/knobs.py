@@ -4,6 +4,7 @@ but the number of customers, the seed and the chunk, with its default, meaning a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import date
 
 from basketgnn.data.synth.base import check
 from basketgnn.data.synth.items import ItemStructure, check_item_knobs, item_structure
@@ -48,7 +49,7 @@ class Knobs:
     span_days: int = 365
     """Days over which customers' histories are spread (a customer whose gaps add up to more
     runs past it)."""
-    start_date: str = "2023-01-01"
+    start_date: str = date(2023, 1, 1).isoformat()
     """Date of day 0 (anything ``numpy.datetime64`` parses)."""
     mean_extra_quantity: float = 0.3
     """Mean (Poisson) of ``quantity - 1``."""

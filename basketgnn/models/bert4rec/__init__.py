@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from basketgnn.data.sequences import SequenceBatch
 from basketgnn.models.bert4rec.config import BERT4RecConfig
 from basketgnn.models.bert4rec.model import BERT4Rec, ClozeOutput
+from basketgnn.models.sequences import SequenceBatch
 from basketgnn.models.sequential import batches
 from basketgnn.models.spec import ModelSpec
 from basketgnn.nn.losses import compute_loss, multi_hot

@@ -8,7 +8,7 @@ from basketgnn.models.sequential import PrefixTrainedOptions
 
 
 class BERT4RecConfig(PrefixTrainedOptions):
-    """Paper defaults (Sun et al. 2019, §4.4): 2 blocks, 2 heads, feed-forward 4d, dropout 0.1,
+    """Paper defaults (Sun et al. 2019, section 4.4): 2 blocks, 2 heads, feed-forward 4d, dropout 0.1,
     GELU; the mask proportion ρ is tuned per data set (0.2 to 0.6 in the paper)."""
 
     dim: int = Field(64, ge=1, description="Embedding and model size d (divisible by heads).")

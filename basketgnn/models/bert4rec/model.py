@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from basketgnn.data.sequences import SequenceBatch
+from basketgnn.models.sequences import SequenceBatch
 from basketgnn.nn.basket_pooling import MeanBasketPooling
 from basketgnn.nn.masks import length_mask
 from basketgnn.nn.transformer_block import TransformerBlock

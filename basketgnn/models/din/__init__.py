@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from basketgnn.data.sequences import SequenceBatch
 from basketgnn.models.din.config import DINConfig
 from basketgnn.models.din.model import DIN
+from basketgnn.models.sequences import SequenceBatch
 from basketgnn.models.sequential import batches
 from basketgnn.models.spec import ModelSpec
 from basketgnn.nn.losses import compute_loss, multi_hot

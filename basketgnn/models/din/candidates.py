@@ -1,6 +1,6 @@
 """DIN's training candidates: the batch's positive items and K seeded negatives.
 
-DIN is trained on shown items, clicked or not (Zhou et al. 2018, §5: a logloss over labelled
+DIN is trained on shown items, clicked or not (Zhou et al. 2018, section 5: a logloss over labelled
 (user, ad) samples); here a training batch scores the items bought in any of its target
 baskets plus ``negatives`` items drawn uniformly without replacement from the rest of the
 catalogue, and the loss is the multi-label loss over those columns only. Scoring at inference

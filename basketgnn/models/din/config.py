@@ -10,9 +10,8 @@ from basketgnn.models.sequential import SequenceOptions
 
 
 class DINConfig(SequenceOptions):
-    """Layer sizes of the paper's Fig. 2 (activation unit 36, MLP 200-80). Training defaults
-    (lr, epochs, patience) chosen so that `basketgnn train --model din` on DC ends within 10
-    minutes of one core (BENCHMARKS.md §8)."""
+    """Layer sizes of the paper's Fig. 2 (activation unit 36, MLP 200-80). The training defaults
+    (lr, epochs, patience) keep `basketgnn train --model din` on DC to minutes on one core."""
 
     lr: float = Field(3e-3, gt=0, description="Adam learning rate.")
     epochs: int = Field(30, ge=1, description="Maximum number of epochs.")
@@ -27,9 +26,7 @@ class DINConfig(SequenceOptions):
     )
     train_negatives: int = Field(
         256, ge=0,
-        description="Train each batch on its target items plus this many random other items "
-        "(DIN's clicked / non-clicked samples); 0 or a catalogue this covers: every item. "
-        "Scoring always ranks the whole catalogue.",
+        description="Train on each batch's target items plus this many random others (0: every item).",
     )
     max_chunk_elements: int = Field(
         1 << 22, ge=1, description="Catalogue chunk size bound: numbers in one chunk's [B, C, T, 4d] attention input."

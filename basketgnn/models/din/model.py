@@ -25,8 +25,8 @@ from typing import Literal
 import torch
 from torch import nn
 
-from basketgnn.data.sequences import SequenceBatch
 from basketgnn.models.din.candidates import sample_candidates
+from basketgnn.models.sequences import SequenceBatch
 from basketgnn.nn.basket_pooling import MeanBasketPooling
 from basketgnn.nn.target_attention import TargetAttention, chunk_size, mlp
 

@@ -37,13 +37,12 @@ class DNNTSPConfig(TrainOptions):
     The training options (lr, epochs, seed, device, ...) are the engine's
     (:class:`basketgnn.models.options.TrainOptions`).
 
-    The defaults are basketgnn's product settings: the published model plus three measured
-    improvements (presence, repeat_features, dropout 0.2; see BENCHMARKS.md §5, §9), history caps
-    for long histories and big baskets (max_history 20, train_history_items 150) and an early
-    stop never before 1,000 steps (min_steps; BENCHMARKS.md §7); a start from item popularity
-    (item_prior) is a switch, off by default (§9). The paper's exact
-    configuration is ``configs/published.yaml``; the :class:`DNNTSP` constructor's own defaults
-    are the published model too.
+    The defaults are basketgnn's product settings: the published model plus presence vectors,
+    repeat features and dropout 0.2, history caps for long histories and big baskets
+    (max_history, train_history_items) and an early stop never before min_steps steps; each was
+    chosen on validation customers. The paper's exact configuration is
+    ``configs/published.yaml``; the :class:`DNNTSP` constructor's own defaults are the published
+    model too.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -60,84 +59,38 @@ class DNNTSPConfig(TrainOptions):
     gate: Literal["learned", "fixed", "off"] = Field(
         "learned", description="Gated update: learned alpha per item, fixed 0.5, or off (alpha = 1)."
     )
-    dropout: float = Field(
-        0.2, ge=0.0, lt=1.0,
-        description="Dropout in GCN and attention (published: 0; 0.4 before issue 11, BENCHMARKS.md §5).",
-    )
+    dropout: float = Field(0.2, ge=0.0, lt=1.0, description="Dropout in GCN and attention (published: 0).")
     presence: bool = Field(
-        True,
-        description="Beyond the paper: add a learned vector to an item's input at the timestamps "
-        "it was bought, so a lone purchase is distinguishable from no purchase.",
+        True, description="Beyond the paper: a learned vector added to an item's input where it was bought."
     )
     repeat_features: bool = Field(
-        True,
-        description="Beyond the paper: score a customer's own items with a learned term over "
-        "purchase count and recency as well.",
+        True, description="Beyond the paper: a learned repeat term over purchase count and recency."
     )
     membership_steps: int = Field(
-        0,
-        ge=0,
-        le=64,
-        description="Beyond the paper (PIETSP's membership matrix): the repeat term also sees "
-        "whether the item was bought in each of the customer's last K baskets, K flags (0 = "
-        "off; needs repeat_features).",
-    )
+        0, ge=0, le=64,
+        description="Beyond the paper: the repeat term also sees the item's presence in the last K baskets (0: off).",
+    )  # fmt: skip
     user_context: bool = Field(
-        False,
-        description="Beyond the paper: rank items outside the history per customer too, from "
-        "the mean of the customer's item vectors.",
+        False, description="Beyond the paper: items outside the history scored per customer from the mean item vector."
     )
     explore_attention: bool = Field(
-        False,
-        description="Beyond the paper: rank items outside the history per customer with DIN's "
-        "target attention over the customer's item vectors.",
+        False, description="Beyond the paper: items outside the history scored by target attention over the history."
     )
     item_prior: bool = Field(
-        False,
-        description="Beyond the paper: a per-item output bias, initialised to the log-odds of "
-        "each item's frequency in the training targets, so training starts from popularity "
-        "rather than from all logits at 0 (on a catalogue of thousands of items with long "
-        "histories, dozens of epochs sooner: BENCHMARKS.md §7). Off by default: over 3 seeds it "
-        "lowered the model's validation score on DC and TaFeng (BENCHMARKS.md §9).",
+        False, description="Beyond the paper: a per-item output bias starting at the item's log-odds in the targets."
     )
-
     base_rate_init: bool = Field(
-        False,
-        description="Beyond the paper: the output bias b_o starts at the log-odds of the "
-        "share of the catalogue in an average training target basket, not near 0, so training "
-        "does not spend its first epochs pushing every logit down (a constant on every logit: "
-        "rankings are unchanged at the start; BENCHMARKS.md §7). item_prior replaces it.",
+        False, description="Beyond the paper: the output bias starts at the targets' base rate instead of near 0."
     )
-
     max_history: int = Field(
-        20,
-        ge=0,
-        description="Beyond the paper: the graphs and attention see only each customer's last "
-        "max_history baskets (0 = all); the TIFU-KNN fusion still reads the whole history. "
-        "train reports how many baskets the cap left out. The default 20 changes nothing on "
-        "DC or TaFeng (histories of at most 19) and was measured on a realistic export "
-        "(BENCHMARKS.md §7).",
+        20, ge=0, description="Beyond the paper: the model reads each customer's last N baskets (0: all)."
     )
-
     train_history_items: int = Field(
-        150,
-        ge=0,
-        description="Beyond the paper: in training, each history window (max_history) keeps "
-        "only its latest whole baskets holding at most this many items together (always the "
-        "last basket; 0 = no limit); validation, the fusion choice and scoring read the whole "
-        "window. Bounds the training cost of customers with big baskets: 1.4-1.7x TaFeng's per "
-        "customer instead of 2.4-2.6x on a retail export, validation as good there "
-        "(BENCHMARKS.md §7); leaves DC unchanged and caps 1% of TaFeng's training customers.",
-    )
-
+        150, ge=0,
+        description="Beyond the paper: training windows keep their latest whole baskets up to N items (0: all).",
+    )  # fmt: skip
     min_steps: int = Field(
-        1000,
-        ge=0,
-        description="Early stopping (patience) never stops a run before this many training "
-        "steps (batches of the epochs' plans). DNNTSP's first few hundred steps lower every "
-        "logit from 0 before validation moves; on a retail export with 26 steps per epoch one seed was stopped at epoch 11, "
-        "one epoch before it took off (BENCHMARKS.md §7). No DC or TaFeng run stops that early "
-        "(≥ 99 steps per epoch, patience 10), so it changes nothing there.",
+        1000, ge=0, description="Early stopping never stops a run before this many training steps."
     )
 
     @model_validator(mode="after")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from basketgnn.data.sequences import SequenceBatch
+from basketgnn.models.sequences import SequenceBatch
 from basketgnn.nn.basket_pooling import MeanBasketPooling
 from basketgnn.nn.transformer_block import TransformerBlock
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from basketgnn.data.dataset import from_sequences
-from basketgnn.data.sequences import sequence_batches
 from basketgnn.data.split import Instances
+from basketgnn.models.sequences import sequence_batches
 
 
 def test_worked_example():
