@@ -22,12 +22,10 @@ import numpy as np
 
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
-from basketgnn.scoring.tifu import (  # noqa: F401 - re-exported for older imports
+from basketgnn.scoring.tifu import (
     DEFAULT_GRID,
     DEFAULT_POOL_CAP,
-    TUNE_KS,
     NeighbourIndex,
-    SparseRows,
     TifuParams,
     capped_pool,
     combine,

@@ -12,7 +12,8 @@ from basketgnn.data.dataset import BasketData, from_sequences
 from basketgnn.data.ingest import read_dnntsp_json
 from basketgnn.data.split import Instances, make_split
 from basketgnn.metrics import ranking_metrics, top_k
-from basketgnn.recommenders.tifu_knn import TifuKnn, customer_vectors
+from basketgnn.recommenders.tifu_knn import TifuKnn
+from basketgnn.scoring.tifu import customer_vectors
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "dnntsp"
 
