@@ -17,6 +17,7 @@ from basketgnn.experiments.ablation import (
     METRIC_NAMES,
     ablate,
     dataset_hash,
+    describe_event,
     load_spec,
     read_results,
     run_grid,
@@ -25,10 +26,16 @@ from basketgnn.experiments.ablation import (
 )
 from basketgnn.recommenders.neural import NeuralRecommender
 
-RECORD_KEYS = {
-    "dataset", "data_path", "data_hash", "variant", "kind", "seed", "config", "config_hash", "split",
-    "metrics", "train_s", "score_s", "best_epoch", "epochs_run", "fusion", "finished_at",
+# The workflow's result record (ModelResult.to_json() and its training summary) + the grid's keys.
+RESULT_KEYS = {
+    "model", "params", "data", "split", "part", "n_users", "metrics", "timing_s",
+    "best_epoch", "epochs_run", "fusion",
 }  # fmt: skip
+GRID_KEYS = {
+    "dataset", "data_path", "data_hash", "variant", "kind", "seed", "config", "config_hash",
+    "finished_at",
+}  # fmt: skip
+RECORD_KEYS = RESULT_KEYS | GRID_KEYS
 TABLE_METRICS = ["recall@10", "ndcg@10", "phr@10", "recall@20"]
 
 
@@ -96,19 +103,31 @@ def test_grid_writes_one_line_per_run_and_skips_finished_runs(tmp_path, dataset,
     }  # fmt: skip
     for r in rows:
         assert set(r["metrics"]) == set(METRIC_NAMES)
-        assert r["split"].startswith("temporal") and r["train_s"] >= 0
+        assert r["split"].startswith("temporal") and r["part"] == "test" and r["n_users"] > 0
+        assert r["timing_s"]["fit"] >= 0 and r["timing_s"]["score"] >= 0
+        assert r["data"] == str(dataset) and r["data_path"] == str(dataset)
         if r["kind"] == "dnntsp":
+            assert r["model"] == "dnntsp" and r["params"]["gcn"] == r["config"]["gcn"]
             assert r["config"]["gcn"] == (r["variant"] == "full")
             assert r["config"]["seed"] == r["seed"] and r["config"]["epochs"] == 2
             assert 1 <= r["best_epoch"] <= r["epochs_run"] <= 2
             # the validation choice of the default fusion with TIFU-KNN
             assert set(r["fusion"]) == {"k", "weight"} and 0 <= r["fusion"]["weight"] <= 1
         else:
+            assert r["model"] == r["variant"] == "p-topfreq" and r["config"] == {}
             assert r["best_epoch"] is None and r["epochs_run"] is None and r["fusion"] is None
     # One hash per setting: the seeds of a variant share it (the seed is its own key part).
     assert len({(r["variant"], r["config_hash"]) for r in rows}) == 3
     assert len({r["config_hash"] for r in rows}) == 3
     assert [e.status for e in events].count("done") == 5
+    described = [describe_event(e) for e in events if e.status == "done"]
+    assert described[0].startswith("synth  p-topfreq  seed -  recall@10 ")
+    assert "best epoch" not in described[0]
+    assert re.fullmatch(
+        r"synth  full  seed 0  recall@10 \d\.\d{4}  ndcg@10 \d\.\d{4}  phr@10 \d\.\d{4}  "
+        r"train \d+\.\ds \(best epoch [12]/[12]\)  test \d+\.\ds",
+        described[1],
+    )
 
     # Rerun: nothing trained, nothing appended, same records returned.
     events.clear()
