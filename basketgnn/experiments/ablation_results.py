@@ -4,8 +4,8 @@ grid and to make its table and chart.
 A line is the workflow's one result record, :class:`basketgnn.workflow.ModelResult`, plus the
 grid's own keys (:func:`result_record`)::
 
-    model, params, data, split, part, n_users, metrics, timing_s {fit, score}   ModelResult.to_json()
-    best_epoch, epochs_run, fusion                                             ModelResult's training summary
+    model, params, data, split, part, n_users, metrics, timing_s {fit, score},  ModelResult.to_json()
+    best_epoch, epochs_run, fusion
     dataset, data_path, data_hash, variant, kind, seed, config, config_hash,   the grid's keys
     finished_at
 
@@ -41,10 +41,6 @@ def result_record(grid: Grid, run: Run, result: ModelResult) -> dict[str, Any]:
     """The results line of ``run``: its evaluation's record and the grid's keys."""
     return {
         **result.to_json(),
-        # ModelResult's training summary, which to_json() leaves out.
-        "best_epoch": result.best_epoch,
-        "epochs_run": result.epochs_run,
-        "fusion": result.fusion,
         "dataset": run.dataset,
         "data_path": grid.spec.datasets[run.dataset],
         "data_hash": run.data_hash,

@@ -59,13 +59,17 @@ class ModelResult:
             "n_users": self.n_users,
             "metrics": self.metrics,
             "timing_s": self.timing_s,
+            "best_epoch": self.best_epoch,
+            "epochs_run": self.epochs_run,
+            "fusion": self.fusion,
         }
         return record if self.validation is None else {**record, "validation": self.validation}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ModelResult:
+        optional = {k: d.get(k) for k in ("best_epoch", "epochs_run", "fusion", "validation")}
         return cls(**{k: d[k] for k in ("model", "params", "data", "split", "part", "n_users",
-                                        "metrics", "timing_s")}, validation=d.get("validation"))
+                                        "metrics", "timing_s")}, **optional)
 
 
 # --- the steps --------------------------------------------------------------------------------

@@ -38,7 +38,8 @@ def test_result_records_round_trip_and_carry_their_validation_figure():
     result = workflow.evaluate(outcome, data, sp, "test", "planted", with_validation=True)
     record = result.to_json()
     assert set(record) == {"model", "params", "data", "split", "part", "n_users", "metrics", "timing_s",
-                           "validation"}  # fmt: skip
+                           "best_epoch", "epochs_run", "fusion", "validation"}  # fmt: skip
+    assert record["best_epoch"] is None and record["fusion"] is None  # a baseline
     assert 0 < record["validation"]["criterion"] < 1
     assert ModelResult.from_json(record).to_json() == record
     plain = workflow.evaluate(outcome, data, sp, "test").to_json()

@@ -14,9 +14,9 @@ from pydantic import Field
 from torch import nn
 
 from basketgnn.data.dataset import BasketData
-from basketgnn.data.sequences import SequenceBatch, SequenceSource, sequence_batches
 from basketgnn.data.split import Instances
 from basketgnn.models.options import TrainOptions
+from basketgnn.models.sequences import SequenceBatch, SequenceSource, sequence_batches
 from basketgnn.models.spec import ModelSpec
 
 
