@@ -172,8 +172,8 @@ MaxBasketItems = Annotated[
 TimeFormat = Annotated[
     str | None,
     typer.Option(
-        help="strptime format of the timestamps when they are not ISO "
-        "(2024-01-31 12:00:00), e.g. '%m/%d/%Y %H:%M' for 12/1/2010 8:26."
+        help="strptime format of the timestamps when they are not ISO (YYYY-MM-DD HH:MM:SS), "
+        "e.g. '%m/%d/%Y %H:%M' for 12/1/2010 8:26."
     ),
 ]
 SplitOut = Annotated[
@@ -257,7 +257,7 @@ def prepare(
 def _given_options(ctx: typer.Context, names: tuple[str, ...]) -> list[str]:
     """The flags (e.g. ``--min-baskets``) among the parameters ``names`` that the user passed,
     even when set to their default value."""
-    # Compared by name: click's ParameterSource lives in click or, in newer typer, in typer._click.
+    # Compared by name, so the check holds whether ParameterSource comes from click or typer._click.
     return [
         param.opts[0]
         for param in ctx.command.params
