@@ -35,3 +35,11 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def log_csv(tmp_path_factory):
+    """A small synthetic transaction log (CSV) for the command-line tests, one per module."""
+    from tests.support.cli import small_log
+
+    return small_log(tmp_path_factory.mktemp("log") / "log.csv")

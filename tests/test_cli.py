@@ -4,28 +4,11 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 
 import pandas as pd
 import pytest
 
-from basketgnn.cli import main
-from basketgnn.data.synth import generate_log, write_log
-
-
-def run(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["basketgnn", *args])
-    with pytest.raises(SystemExit) as exc:
-        main()
-    out = capsys.readouterr()
-    return int(exc.value.code or 0), out.out, out.err
-
-
-@pytest.fixture(scope="module")
-def log_csv(tmp_path_factory):
-    path = tmp_path_factory.mktemp("log") / "log.csv"
-    write_log(generate_log(n_customers=150, n_items=40, mean_baskets=6, seed=3), path)
-    return path
+from tests.support.cli import run
 
 
 def test_prepare_then_evaluate_writes_json_with_all_metric_keys(monkeypatch, capsys, log_csv, tmp_path):

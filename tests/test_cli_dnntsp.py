@@ -4,33 +4,23 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 
 import pandas as pd
 import pytest
-from test_cli import log_csv, run  # noqa: F401  (fixture and runner shared with test_cli)
 
-from basketgnn.cli import main
 from basketgnn.engine.checkpoint import load_checkpoint
-
-
-def _main(*args: str) -> None:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(sys, "argv", ["basketgnn", *args])
-        with pytest.raises(SystemExit) as exc:
-            main()
-    assert (exc.value.code or 0) == 0, args
+from tests.support.cli import run, run_ok
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory, log_csv):  # noqa: F811
+def trained(tmp_path_factory, log_csv):
     """A tiny run with the fusion with TIFU-KNN (the default), chosen and stored in the checkpoint."""
     folder = tmp_path_factory.mktemp("run")
     config = folder / "small.yaml"
     config.write_text("embed_dim: 8\nbatch_size: 32\nfusion: tifu\n")
-    _main("prepare", str(log_csv), "--out", str(folder / "data"))
-    _main("train", "--data", str(folder / "data"), "--config", str(config),
-          "--out", str(folder / "out"), "--epochs", "2", "--no-progress")
+    run_ok("prepare", str(log_csv), "--out", str(folder / "data"))
+    run_ok("train", "--data", str(folder / "data"), "--config", str(config),
+           "--out", str(folder / "out"), "--epochs", "2", "--no-progress")
     return folder / "out"
 
 
@@ -60,7 +50,7 @@ def test_evaluate_checkpoint_has_the_baseline_keys(monkeypatch, capsys, trained,
     assert alone["model"] == "dnntsp (model only)" and "fusion_used" not in alone["params"]
 
 
-def test_predict_for_a_customer_and_for_a_typed_history(monkeypatch, capsys, trained, log_csv):  # noqa: F811
+def test_predict_for_a_customer_and_for_a_typed_history(monkeypatch, capsys, trained, log_csv):
     customer = str(pd.read_csv(log_csv)["customer_id"].iloc[0])
     code, out, err = run(monkeypatch, capsys, "predict", "--checkpoint", str(trained / "best.pt"),
                          "--user", customer, "--k", "5")
@@ -73,7 +63,7 @@ def test_predict_for_a_customer_and_for_a_typed_history(monkeypatch, capsys, tra
     assert "next basket (2 past baskets)" in out
 
 
-def test_recommend_writes_top_k_for_every_customer(monkeypatch, capsys, trained, log_csv, tmp_path):  # noqa: F811
+def test_recommend_writes_top_k_for_every_customer(monkeypatch, capsys, trained, log_csv, tmp_path):
     out = tmp_path / "recs.parquet"
     code, _, err = run(monkeypatch, capsys, "recommend", "--checkpoint", str(trained / "best.pt"),
                        "--out", str(out), "--k", "7")
@@ -85,11 +75,11 @@ def test_recommend_writes_top_k_for_every_customer(monkeypatch, capsys, trained,
     assert (recs.groupby("customer_id")["score"].diff().dropna() <= 0).all()
 
 
-def test_demo_publishes_metrics_and_recommendations_together(tmp_path, log_csv, capsys):  # noqa: F811
+def test_demo_publishes_metrics_and_recommendations_together(tmp_path, log_csv, capsys):
     config = tmp_path / "tiny.yaml"
     config.write_text("embed_dim: 8\nepochs: 2\n")
     out = tmp_path / "demo"
-    _main("demo", "--out", str(out), "--log", str(log_csv), "--config", str(config), "--no-progress")
+    run_ok("demo", "--out", str(out), "--log", str(log_csv), "--config", str(config), "--no-progress")
     assert "fusion with TIFU-KNN: " in capsys.readouterr().out  # the validation choice is shown
     names = {p.name for p in out.iterdir()}
     assert {"metrics.json", "recommendations.parquet", "recommendations.csv", "data", "dnntsp"} == names
@@ -99,12 +89,12 @@ def test_demo_publishes_metrics_and_recommendations_together(tmp_path, log_csv, 
     assert len(recs) == len(pd.read_csv(out / "recommendations.csv")) > 0
 
 
-def test_demo_without_a_terminal_writes_one_line_per_epoch_and_no_redraws(tmp_path, log_csv, capsys):  # noqa: F811
+def test_demo_without_a_terminal_writes_one_line_per_epoch_and_no_redraws(tmp_path, log_csv, capsys):
     # Progress stays on (the default): with no TTY on stdout / stderr (pytest captures both)
     # there are no bars, only lines, as in `basketgnn demo > log 2>&1`.
     config = tmp_path / "tiny.yaml"
     config.write_text("embed_dim: 8\nepochs: 6\npatience: 100\n")
-    _main("demo", "--out", str(tmp_path / "demo"), "--log", str(log_csv), "--config", str(config))
+    run_ok("demo", "--out", str(tmp_path / "demo"), "--log", str(log_csv), "--config", str(config))
     captured = capsys.readouterr()
     log = captured.out + captured.err
     assert "\r" not in log and len(log.encode()) < 20_000
@@ -113,7 +103,7 @@ def test_demo_without_a_terminal_writes_one_line_per_epoch_and_no_redraws(tmp_pa
     assert all(re.search(r"\[\s*\d+s\]", line) for line in epoch_lines)  # elapsed time
 
 
-def test_train_evaluate_and_config_name_the_model(monkeypatch, capsys, log_csv, tmp_path):  # noqa: F811
+def test_train_evaluate_and_config_name_the_model(monkeypatch, capsys, log_csv, tmp_path):
     code, out, _ = run(monkeypatch, capsys, "config", "--model", "dnntsp")
     assert code == 0 and "embed_dim: 32" in out and "lr: 0.001" in out
     code, _, err = run(monkeypatch, capsys, "config", "--model", "tifu-knn")

@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_cli import run
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "data"))
 from test_ingest_options import EXPORT, EXPORT_ROWS  # noqa: E402
 
 from basketgnn.data.synth import generate_log, write_log  # noqa: E402
+from tests.support.cli import run  # noqa: E402
 
 EXPORT_FLAGS = ["--customer-col", "CustomerID", "--item-col", "StockCode", "--basket-col",
                 "InvoiceNo", "--time-col", "InvoiceDate", "--quantity-col", "Quantity"]  # fmt: skip

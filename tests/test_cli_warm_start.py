@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 
 import torch
-from test_cli import log_csv, run  # noqa: F401  (fixture and runner shared with test_cli)
+
+from tests.support.cli import run
 
 TINY = "embed_dim: 8\nbatch_size: 64\nthreads: 1\nfusion: off\n"
 
 
-def test_train_warm_started_on_a_sample_then_wrong_model_is_exit_2(monkeypatch, capsys, tmp_path, log_csv):  # noqa: F811
+def test_train_warm_started_on_a_sample_then_wrong_model_is_exit_2(monkeypatch, capsys, tmp_path, log_csv):
     assert run(monkeypatch, capsys, "prepare", str(log_csv), "--out", str(tmp_path / "data"))[0] == 0
     config = tmp_path / "tiny.yaml"
     config.write_text(TINY)

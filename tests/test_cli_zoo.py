@@ -7,7 +7,8 @@ import json
 
 import pandas as pd
 import pytest
-from test_cli import log_csv, run  # noqa: F401  (fixture and runner shared with test_cli)
+
+from tests.support.cli import run, run_status
 
 TINY = {
     "sasrec": "dim: 8\nffn_dim: 8\nblocks: 1\n",
@@ -30,26 +31,18 @@ def _train(monkeypatch, capsys, folder, model: str, fusion: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory, log_csv):  # noqa: F811
+def folder(tmp_path_factory, log_csv):
     folder = tmp_path_factory.mktemp("zoo")
     assert _prepare(folder, log_csv) == 0
     return folder
 
 
-def _prepare(folder, log_csv) -> int:  # noqa: F811
-    import sys
-
-    from basketgnn.cli import main
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(sys, "argv", ["basketgnn", "prepare", str(log_csv), "--out", str(folder / "data")])
-        with pytest.raises(SystemExit) as exc:
-            main()
-    return int(exc.value.code or 0)
+def _prepare(folder, log_csv) -> int:
+    return run_status("prepare", str(log_csv), "--out", str(folder / "data"))
 
 
 @pytest.mark.parametrize("model", ["sasrec", "bert4rec", "din"])
-def test_train_evaluate_and_recommend_each_zoo_model(monkeypatch, capsys, folder, log_csv, model):  # noqa: F811
+def test_train_evaluate_and_recommend_each_zoo_model(monkeypatch, capsys, folder, log_csv, model):
     _train(monkeypatch, capsys, folder, model, "off")
     run_dir = folder / f"{model}-off"
     log = [json.loads(line) for line in (run_dir / "train_log.jsonl").read_text().splitlines()]

@@ -14,7 +14,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from test_cli import run
 
 from basketgnn.data.split import make_split
 from basketgnn.data.synth import generate_log
@@ -23,6 +22,7 @@ from basketgnn.models.dnntsp import DNNTSP, DNNTSPConfig
 from basketgnn.scoring.fusion import ScoreFusion, TifuScorer
 from basketgnn.scoring.tifu import TifuParams
 from basketgnn.workflow.recommendations import MANIFEST
+from tests.support.cli import run
 
 
 def make_checkpoint(folder, n_customers: int = 60, n_items: int = 25, weight: float = 0.3):

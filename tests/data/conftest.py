@@ -5,9 +5,6 @@ import path of its test modules)."""
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
-
 import pytest
 from ingest_support import DUCKDB, PANDAS, Engine
 
@@ -23,19 +20,3 @@ def engine(request) -> Engine:
 def duckdb_engine() -> Engine:
     """The DuckDB engine, its datasets checked against the pandas oracle's."""
     return DUCKDB
-
-
-@pytest.fixture
-def run_cli() -> Callable[..., None]:
-    """``run_cli("train", "--data", ...)``: run ``basketgnn`` with these arguments and check
-    that it exits with status 0."""
-    from basketgnn.cli import main
-
-    def run(*args: str) -> None:
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(sys, "argv", ["basketgnn", *args])
-            with pytest.raises(SystemExit) as exc:
-                main()
-        assert (exc.value.code or 0) == 0, args
-
-    return run

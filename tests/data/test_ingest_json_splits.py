@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import json
 import random
-import sys
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from basketgnn.cli import main
 from basketgnn.data.dataset import PARTS
 from basketgnn.data.ingest import read_dnntsp_json
 from basketgnn.errors import UserError
+from tests.support.cli import run_ok, run_status
 
 
 def _repeated_keys(n_per_part: dict[str, int], seed: int = 0) -> dict[str, dict[str, list[list[int]]]]:
@@ -65,38 +64,33 @@ def test_a_key_repeated_within_one_part_is_an_error(tmp_path):
         read_dnntsp_json(path)
 
 
-def test_train_evaluate_predict_recommend_chain(tmp_path, capsys, run_cli):
+def test_train_evaluate_predict_recommend_chain(tmp_path, capsys):
     path = tmp_path / "rep.json"
     path.write_text(json.dumps(_repeated_keys({"train": 40, "validate": 12, "test": 12})))
     config = tmp_path / "tiny.yaml"
     config.write_text("embed_dim: 8\nbatch_size: 16\nfusion: off\n")
     out = tmp_path / "out"
-    run_cli("train", "--data", str(path), "--config", str(config), "--out", str(out),
-          "--epochs", "1", "--no-progress")  # fmt: skip
+    run_ok("train", "--data", str(path), "--config", str(config), "--out", str(out),
+           "--epochs", "1", "--no-progress")  # fmt: skip
     split = json.loads((out / "split.json").read_text())
     assert split["parts"]["test"][:2] == ["test:user0", "test:user1"]
 
-    run_cli("evaluate", "--checkpoint", str(out / "best.pt"), "--output", str(tmp_path / "e.json"))
+    run_ok("evaluate", "--checkpoint", str(out / "best.pt"), "--output", str(tmp_path / "e.json"))
     result = json.loads((tmp_path / "e.json").read_text())
     assert result["n_users"] == 12 and 0 <= result["metrics"]["recall@10"] <= 1
 
     capsys.readouterr()
-    run_cli("predict", "--checkpoint", str(out / "best.pt"), "--user", "validate:user3", "--k", "3")
+    run_ok("predict", "--checkpoint", str(out / "best.pt"), "--user", "validate:user3", "--k", "3")
     shown = capsys.readouterr().out
     # validate:user3 is a different customer from train:user3 / test:user3: its own history.
     n_baskets = len(_repeated_keys({"train": 40, "validate": 12, "test": 12})["validate"]["user3"])
     assert f"next basket ({n_baskets} past baskets)" in shown
 
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(sys, "argv", ["basketgnn", "predict", "--checkpoint", str(out / "best.pt"),
-                                 "--user", "user3"])  # fmt: skip
-        with pytest.raises(SystemExit) as exc:
-            main()
-    assert exc.value.code == 2
+    assert run_status("predict", "--checkpoint", str(out / "best.pt"), "--user", "user3") == 2
     assert "ids are '<part>:<key>', e.g. 'train:user0'" in " ".join(capsys.readouterr().err.split())
 
     recs_path = tmp_path / "recs.csv"
-    run_cli("recommend", "--checkpoint", str(out / "best.pt"), "--out", str(recs_path), "--k", "2")
+    run_ok("recommend", "--checkpoint", str(out / "best.pt"), "--out", str(recs_path), "--k", "2")
     recs = pd.read_csv(recs_path, dtype=str)
     assert len(recs) == 2 * 64 and recs["customer_id"].nunique() == 64
     assert {"train:user0", "validate:user0", "test:user0"} <= set(recs["customer_id"])
