@@ -1,0 +1,66 @@
+"""The ``basketgnn`` command line. Only this package reads argv.
+
+One module per command group, each command parsing its options, calling the workflow (or the
+pipeline / ablation entry point) and printing:
+
+- :mod:`~basketgnn.cli.common`: consoles, shared option types, data and checkpoint loading,
+  the epoch line, the results table.
+- :mod:`~basketgnn.cli.data`: ``synth``, ``prepare``.
+- :mod:`~basketgnn.cli.evaluate`: ``evaluate``.
+- :mod:`~basketgnn.cli.train`: ``train``, ``config``.
+- :mod:`~basketgnn.cli.predict`: ``predict``, ``recommend``.
+- :mod:`~basketgnn.cli.jobs`: ``pipeline``, ``ablate``, ``demo``.
+
+User errors (:class:`basketgnn.errors.UserError`) print one message and exit with status 2;
+anything else is a bug and keeps its traceback. Importing this package imports neither torch
+nor a model: the commands import what they use when they run.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from basketgnn.cli import data as _data
+from basketgnn.cli import evaluate as _evaluate
+from basketgnn.cli import jobs as _jobs
+from basketgnn.cli import predict as _predict
+from basketgnn.cli import train as _train
+from basketgnn.cli.common import checkpoint_and_data, console, err_console, print_results
+from basketgnn.errors import UserError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Graph-temporal next-basket recommendation: prepare data, evaluate, train, predict.",
+    rich_markup_mode="markdown",
+)
+
+# Registered in the order `basketgnn --help` lists them.
+app.command()(_data.synth)
+app.command()(_data.prepare)
+app.command()(_evaluate.evaluate)
+app.command()(_train.train)
+app.command()(_predict.predict)
+app.command()(_predict.recommend)
+app.command()(_jobs.pipeline)
+app.command()(_jobs.ablate)
+app.command("config")(_train.show_config)
+app.command()(_jobs.demo)
+
+# Names other code reaches through ``basketgnn.cli`` (benchmarks load checkpoints with it).
+_checkpoint_and_data = checkpoint_and_data
+DEFAULT_LOG = _jobs.DEFAULT_LOG
+TYPED_HISTORY_ID = _predict.TYPED_HISTORY_ID
+
+__all__ = ["app", "console", "err_console", "main", "print_results"]
+
+
+def main() -> None:
+    """Console-script entry point: user errors become one clean message and exit status 2."""
+    try:
+        app()
+    except UserError as e:
+        err_console.print(f"[bold red]error:[/] {e}", highlight=False)
+        sys.exit(2)

@@ -1,0 +1,205 @@
+"""Commands that use a trained checkpoint: ``predict`` one customer's next basket, ``recommend``
+top-k rows for every customer."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from basketgnn.cli.common import CheckpointOpt, DeviceOpt, checkpoint_and_data, console, err_console
+from basketgnn.errors import UserError
+
+#: Customer id of a history typed into `predict --history` (never a real id: it holds a NUL).
+TYPED_HISTORY_ID = "\x00typed-history"
+
+
+def predict(
+    checkpoint: CheckpointOpt,
+    user: Annotated[
+        str | None, typer.Option(help="A customer id of --data; predicts from their full history.")
+    ] = None,
+    history: Annotated[
+        str | None,
+        typer.Option(help='Baskets of original item ids as JSON, oldest first: \'[["a","b"],["c"]]\'.'),
+    ] = None,
+    data: Annotated[
+        Path | None, typer.Option(help="Dataset holding --user (default: the checkpoint's data).")
+    ] = None,
+    k: Annotated[int, typer.Option(min=1, help="How many items to predict.")] = 10,
+    device: DeviceOpt = None,
+) -> None:
+    """Print the predicted next basket (original item ids, with scores).
+
+    Examples: `basketgnn predict --checkpoint runs/demo/dnntsp/best.pt --user C000042` and
+    `basketgnn predict --checkpoint best.pt --history '[["I0001","I0007"],["I0001"]]' --k 5`
+    """
+    import numpy as np
+    from rich.table import Table
+
+    from basketgnn.data.split import Instances
+    from basketgnn.workflow.harness import rank_items
+
+    if (user is None) == (history is None):
+        raise UserError("Give exactly one of --user ID or --history JSON.")
+    if user is not None:
+        rec, dataset, _ = checkpoint_and_data(checkpoint, data, device)
+        u = _user_row(dataset, user)
+    else:
+        from basketgnn.workflow import load_trained
+
+        rec = load_trained(checkpoint, device)
+        dataset, u = _typed_history(rec, history or ""), 0
+    n_hist = int(dataset.n_baskets_per_user[u])
+    items, scores = rank_items(rec, dataset, Instances(np.array([u]), np.array([n_hist])), k)
+    table = Table(title=f"next basket ({n_hist} past baskets)")
+    table.add_column("rank", justify="right")
+    table.add_column("item_id")
+    table.add_column("score", justify="right")
+    for r, (i, s) in enumerate(zip(items[0], scores[0]), start=1):
+        table.add_row(str(r), str(dataset.item_ids[i]), f"{s:.4f}")
+    console.print(table)
+
+
+def _user_row(dataset: Any, user: str) -> int:
+    """The row of customer ``user`` in ``dataset``, or a user error that shows the id format."""
+    index = dataset.user_index()
+    if user not in index:
+        hint = ""
+        if dataset.meta.get("user_ids_prefixed_with_part"):  # see read_dnntsp_json
+            hint = (f" This DNNTSP file repeats user keys across its parts, so its ids are "
+                    f"'<part>:<key>', e.g. {str(dataset.user_ids[0])!r}.")  # fmt: skip
+        raise UserError(f"Customer {user!r} is not in the data; check the id.{hint}")
+    return int(index[user])
+
+
+def _typed_history(rec: Any, history: str) -> Any:
+    """A one-customer dataset over the checkpoint's catalogue from ``--history`` JSON; item ids
+    the checkpoint does not know are dropped with a warning."""
+    import json
+
+    import numpy as np
+
+    from basketgnn.data.dataset import from_sequences
+
+    try:
+        baskets = json.loads(history)
+        ok = isinstance(baskets, list) and all(isinstance(b, list) for b in baskets)
+    except json.JSONDecodeError:
+        ok = False
+    if not ok:
+        raise UserError('--history must be a JSON list of baskets, e.g. \'[["a","b"],["c"]]\'.')
+    lookup = {str(i): n for n, i in enumerate(rec.item_ids.tolist())}
+    unknown = sorted({str(i) for b in baskets for i in b if str(i) not in lookup})
+    if unknown:
+        err_console.print(
+            f"[yellow]warning:[/] {len(unknown)} unknown item id(s) ignored: "
+            + ", ".join(unknown[:10])
+        )
+    seq = [[lookup[str(i)] for i in b if str(i) in lookup] for b in baskets]
+    dataset = from_sequences([seq], n_items=len(rec.item_ids))
+    # The typed-in history belongs to no known customer: its id (with a NUL, which no CSV or
+    # Parquet id holds) must not match any customer of the checkpoint's pool.
+    return type(dataset)(
+        **{**dataset.__dict__, "item_ids": rec.item_ids, "user_ids": np.array([TYPED_HISTORY_ID])}
+    )
+
+
+def recommend(
+    checkpoint: CheckpointOpt,
+    out: Annotated[
+        Path,
+        typer.Option(
+            help="A .parquet or .csv file, or any other name: a folder for a partitioned Parquet "
+            "dataset (part-XXXXX.parquet files + _manifest.json)."
+        ),
+    ],
+    data: Annotated[
+        Path | None, typer.Option(help="Customers to recommend for (default: the checkpoint's data).")
+    ] = None,
+    k: Annotated[int, typer.Option(min=1, help="Items per customer (at most the catalogue).")] = 20,
+    device: DeviceOpt = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            help="i/n: write only shard i of n (counted from 0) of the partitioned dataset in the "
+            "--out folder; run all n (any machines, any order) for the whole set. Under torchrun "
+            "the default is RANK/WORLD_SIZE."
+        ),
+    ] = None,
+    chunk: Annotated[
+        int, typer.Option(min=1, help="Customers per part: scored, held and written together.")
+    ] = 100_000,
+    threads: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="CPU threads for scoring (default: the model's `threads`, else torch's). 2 or "
+            "more: the TIFU-KNN search runs on two worker threads beside the model; 1: one "
+            "after the other. The rows are the same either way.",
+        ),
+    ] = None,
+) -> None:
+    """Top-k for every customer from their full history: rows (customer_id, item_id, rank, score).
+
+    Rows are streamed a chunk of customers at a time, never all in memory. Into a folder they
+    form a partitioned Parquet dataset; part p holds customers [p·chunk, (p+1)·chunk) of the
+    prepared data, and shard i of n writes a contiguous run of parts. A killed run leaves only
+    complete parts; the same command again skips them and writes the rest. `_manifest.json` is
+    written last, when every shard is done.
+
+    Examples:
+    `basketgnn recommend --checkpoint runs/demo/dnntsp/best.pt --out recs.parquet --k 20`;
+    `basketgnn recommend --checkpoint best.pt --out recs/ --shard 2/8` (one job of eight);
+    `torchrun --nproc-per-node 2 -m basketgnn recommend --checkpoint best.pt --out recs/`.
+    """
+    import os
+
+    from basketgnn.io_utils import file_sha256
+    from basketgnn.workflow.recommendations import (
+        Shard,
+        write_recommendation_file,
+        write_recommendation_parts,
+    )
+
+    one_file = out.name.endswith((".parquet", ".csv"))
+    where = Shard.parse(shard) if shard is not None else Shard.from_env(os.environ)
+    _refuse_bad_out(out, one_file, where)
+    t0 = time.perf_counter()
+    rec, dataset, data_path = checkpoint_and_data(checkpoint, data, device)
+    rec.with_threads(threads)
+    if one_file:
+        rows = write_recommendation_file(rec, dataset, k, out, chunk)
+        console.print(
+            f"wrote {out}: {rows:,} rows for {dataset.n_users:,} customers ({time.perf_counter() - t0:.1f}s)"
+        )
+        return
+    source = {"checkpoint": str(checkpoint), "checkpoint_sha256": file_sha256(checkpoint), "data": str(data_path)}
+    done = write_recommendation_parts(
+        rec, dataset, k, out, shard=where or Shard(), chunk=chunk, source=source
+    )
+    names = f"{done.parts[0].file}..{done.parts[-1].file}" if done.parts else "no parts"
+    console.print(
+        f"wrote {out}: shard {done.shard}, {names} ({done.written} written, {done.skipped} already "
+        f"complete), {done.rows:,} rows for {done.customers:,} customers ({time.perf_counter() - t0:.1f}s)"
+    )
+    if done.manifest is not None:
+        console.print(f"complete: {done.manifest}")
+    else:
+        console.print("waiting for other shards: the manifest is written when all are done")
+
+
+def _refuse_bad_out(out: Path, one_file: bool, where: Any) -> None:
+    """A user error where ``--out`` cannot hold what is asked: a file name that is a folder, a
+    shard into one file, or a folder name that is a file."""
+    if one_file and out.is_dir():
+        raise UserError(f"{out} is a folder; name a new .parquet/.csv file, or drop the extension for a dataset folder.")
+    if one_file and where is not None and where.count > 1:
+        raise UserError(
+            f"--out {out}: shard {where} writes part of a partitioned dataset, which needs a folder; "
+            f"give --out a folder name without .parquet/.csv, e.g. --out {out.with_suffix('')}."
+        )
+    if not one_file and out.exists() and not out.is_dir():
+        raise UserError(f"--out {out} is an existing file; a partitioned dataset needs a folder.")

@@ -1,0 +1,72 @@
+"""The one data fingerprint: a hash of what a dataset holds, so that caches, resumes and result
+lines never mix two datasets.
+
+- :func:`data_fingerprint` hashes loaded data (every array and id of a
+  :class:`~basketgnn.data.dataset.BasketData`, optionally instance sets and a description);
+  the training engine (resume) and the pipeline (stage cache) use it.
+- :func:`source_fingerprint` hashes a dataset *on disk* without loading it (the bytes of a
+  DNNTSP .json, or the arrays of a prepared folder), so the ablation grid can tell finished
+  runs from pending ones before it loads anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from basketgnn.data.dataset import BasketData
+from basketgnn.data.split import Instances
+from basketgnn.errors import UserError
+
+
+def data_fingerprint(
+    data: BasketData, *instance_sets: Instances, described: dict[str, Any] | None = None
+) -> str:
+    """sha256 (hex) of the data's arrays and ids, of ``instance_sets`` and of ``described``
+    (what later stages say about the data: its source, the ingestion report)."""
+    h = hashlib.sha256()
+    if described is not None:
+        h.update(json.dumps(described, sort_keys=True).encode())
+    for arr in (data.items, data.basket_offsets, data.user_offsets, data.basket_times, data.user_part):
+        h.update(np.ascontiguousarray(arr).tobytes())
+    for ids in (data.user_ids, data.item_ids):
+        h.update(json.dumps(np.asarray(ids).tolist()).encode())
+    for inst in instance_sets:
+        h.update(np.ascontiguousarray(inst.users).tobytes())
+        h.update(np.ascontiguousarray(inst.n_history).tobytes())
+    return h.hexdigest()
+
+
+def source_fingerprint(path: Path, where: str = "") -> str:
+    """sha256 (16 hex digits) of what a dataset on disk holds: the bytes of a file (a DNNTSP
+    .json), or the arrays of a prepared dataset folder. The folder's meta.json (where and how it
+    was prepared) and the zip entries' dates in arrays.npz are left out, so preparing the same
+    data again keeps the hash. ``where`` prefixes the error message (e.g. the spec file)."""
+    h = hashlib.sha256()
+
+    def add(f: Any) -> None:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+
+    try:
+        if path.is_dir():
+            with zipfile.ZipFile(path / "arrays.npz") as z:
+                for member in sorted(z.namelist()):
+                    h.update(member.encode() + b"\0")
+                    with z.open(member) as f:
+                        add(f)
+        else:
+            with open(path, "rb") as f:
+                add(f)
+    except (OSError, zipfile.BadZipFile) as e:
+        what = "prepared dataset folder" if path.is_dir() else "dataset file"
+        raise UserError(
+            f"{where}{path} is not a readable {what} ({e}). Name a prepared dataset folder "
+            "(`basketgnn prepare LOG --out FOLDER`) or a DNNTSP .json file."
+        ) from None
+    return h.hexdigest()[:16]

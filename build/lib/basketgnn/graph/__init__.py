@@ -1,0 +1,1 @@
+"""Per-user item co-occurrence graphs (DGL)."""

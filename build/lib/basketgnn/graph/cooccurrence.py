@@ -1,0 +1,586 @@
+"""Per-user temporal co-occurrence graphs (DNNTSP's first step), built for all users at once.
+
+For an instance (user u, history of T baskets S_0 .. S_{T-1}), DNNTSP's graph has a
+node-timestamp (i, t) for every distinct history item i (N of them) and every t < T, with
+
+- c(i, j), i != j: number of history baskets holding both; c(i, i) = 1; w = c / max(c)
+  over the user (the max includes the self weight 1);
+- edges at t: (i, t) -> (j, t) with weight w(i, j) for i != j both in S_t, and a self-loop
+  with weight w(i, i) = 1 / max(c) on every node-timestamp.
+
+**Distinct rows.** When i is *not* in S_t, node-timestamp (i, t) has only its self-loop, and
+its input is E_i at every t; so through every GCN layer all of i's absent timestamps carry the
+same value. We therefore store, per user, one row per *present* node-timestamp (i in S_t) plus
+one *absent* row per node, with a multiplicity (how many node-timestamps it stands for:
+1, or T minus the number of baskets holding i). BatchNorm weights rows by multiplicity, so
+statistics equal those over all N * T node-timestamps, and ``seq_row`` expands rows back to the
+full [node, T] sequences for attention. This is exact, and the GCN runs on far fewer rows
+wherever items are bought in few of a history's baskets.
+
+Worked example: baskets {a, b}, {b}, T = 2, nodes a=0, b=1. Present rows: 0=(a,0), 1=(b,0),
+2=(b,1); absent rows: 3=a (multiplicity 1: t=1), 4=b (multiplicity 0). Edges: 0->1, 1->0
+(weight c/max = 1/1), self-loops on rows 0..4 (weight 1). seq_row = [[0, 3], [1, 2]].
+
+**Factored form** (``form="factored"``, the default). With B the incidence of slots and rows
+(slot = a pair of the user's baskets (t, s) sharing an item; B[(t, s), (i, t)] = 1 iff i is in
+S_s), (B^T B)[(j, t), (i, t)] = c(i, j) for i != j and n_j (baskets holding j) for i = j, and
+rows of different timestamps never meet. So the whole weighted convolution input is
+
+    agg = (B^T (B x) + (1 - n_r) x) / max c        (n_r = n_j on present rows, 0 on absent ones)
+
+with one entry of B per (node i, t, s), i in S_t and S_s: sum_i n_i^2 per user instead of the
+sum_t |S_t|^2 co-occurrence edges. A basket of 500 items bought once each costs 500 entries
+rather than 250,000 edges.
+``max c`` is needed exactly: a pair with c >= 2 joins two items each bought at least twice, so
+only those items' pairs are enumerated. ``form="edges"`` keeps the explicit weighted DGL graph
+(the dense reference of the tests).
+
+Memory is O(sum |S_t|^2 + N) per user with edges, O(sum_i n_i^2 + N) factored. The factored
+form comes from a compiled kernel (customer by customer, :mod:`basketgnn.graph.build_kernel`);
+the edge form and the kernel's reference are vectorised NumPy over all instances (no loop over
+users or item pairs). :meth:`UserGraphs.collate` cuts out a batch as one DGL graph.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+from functools import cached_property
+
+import numpy as np
+import torch
+
+os.environ.setdefault("DGLBACKEND", "pytorch")
+import dgl  # noqa: E402
+
+from basketgnn.data.dataset import BasketData, _offsets, ranges  # noqa: E402
+from basketgnn.data.split import Instances  # noqa: E402
+from basketgnn.graph import build_kernel  # noqa: E402
+
+
+@dataclass(frozen=True)
+class AttentionBucket:
+    """Nodes bought a similar number of times, for attention over *distinct* rows.
+
+    A node's sequence holds its P present rows and, at every other timestamp, its absent row.
+    Causal attention at position t over keys t' <= t therefore equals attention over the
+    node's D = P + 1 distinct rows, each key y weighted by how often it occurs up to t:
+    ``softmax_y(s(q_t, k_y) + log c_t(y))`` (c_t = 0 -> log = -inf). Column 0 is the absent
+    row; columns 1..P the present rows in time order; padding columns have c = 0.
+
+    Example: T = 3, the item bought at t = 1 only: columns [absent, (t=1)];
+    query column per t = [0, 1, 0]; c_t = [[1, 0], [1, 1], [2, 1]].
+
+    Shapes (nodes in the bucket M_b, D distinct rows, T = batch T_max): nodes [M_b];
+    rows [M_b, D] row ids; query [M_b, T] column of the query at t; log_count [M_b, T, D].
+    """
+
+    nodes: torch.Tensor
+    rows: torch.Tensor
+    query: torch.Tensor
+    log_count: torch.Tensor
+
+    def to(self, device: torch.device | str) -> AttentionBucket:
+        return AttentionBucket(*(v.to(device) for v in self.__dict__.values()))
+
+
+@dataclass(frozen=True)
+class FactoredAdjacency:
+    """The co-occurrence weights of a batch as ``(B^T B + diag(self_term)) * scale`` (module
+    docstring): entry q of B links row ``pair_row[q]`` to slot ``pair_slot[q]``.
+
+    Shapes: pair_row, pair_slot [Q]; row_scale [R] (1 / max c of the row's user);
+    row_self [R] (1 - n_r).
+    """
+
+    pair_row: torch.Tensor
+    pair_slot: torch.Tensor
+    num_slots: int
+    row_scale: torch.Tensor
+    row_self: torch.Tensor
+
+    def to(self, device: torch.device | str) -> FactoredAdjacency:
+        return FactoredAdjacency(
+            self.pair_row.to(device), self.pair_slot.to(device), self.num_slots,
+            self.row_scale.to(device), self.row_self.to(device),
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class GraphBatch:
+    """A batch of B users' graphs merged into one DGL graph over distinct rows.
+
+    Shapes (R = rows, M = user-nodes in the batch, T = longest history in the batch):
+    graph: R nodes, edata["w"] [E] (co-occurrence and self-loop weights), with form="edges";
+    adjacency: the same weights factored (:class:`FactoredAdjacency`), with form="factored";
+    row_node [R] user-node of each row; row_weight [R] float multiplicity;
+    row_present [R] bool (a present node-timestamp, not an absent row);
+    seq_row [M, T] the row holding node m at timestamp t (padding: the node's absent row);
+    node_item [M] catalogue item; node_user [M] batch row; node_len [M] its user's T;
+    node_count [M] baskets holding the item; node_last [M] last timestamp it was bought;
+    user_len [B]; target_items [nnz] / target_offsets [B + 1] when known;
+    node_rows [P_b]: each node's present rows, node by node, in time order (node m's are
+    ``node_rows[o_m : o_m + node_count[m]]``, o = offsets of node_count), node_times [P_b] their
+    timestamps, absent_row [M] each node's absent row: the attention plan of a node, read by
+    the compiled attention (``nn.attention_kernel``); :attr:`attention` groups the same plan
+    into buckets for the tensor path (built on first use).
+    """
+
+    graph: dgl.DGLGraph | None
+    row_node: torch.Tensor
+    row_weight: torch.Tensor
+    row_present: torch.Tensor
+    seq_row: torch.Tensor
+    node_item: torch.Tensor
+    node_user: torch.Tensor
+    node_len: torch.Tensor
+    node_count: torch.Tensor
+    node_last: torch.Tensor
+    user_len: torch.Tensor
+    node_rows: torch.Tensor
+    node_times: torch.Tensor
+    absent_row: torch.Tensor
+    target_items: torch.Tensor | None = None
+    target_offsets: torch.Tensor | None = None
+    adjacency: FactoredAdjacency | None = None
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.row_node)
+
+    @property
+    def batch_size(self) -> int:
+        return len(self.user_len)
+
+    @property
+    def max_len(self) -> int:
+        return int(self.user_len.max()) if len(self.user_len) else 0
+
+    @cached_property
+    def attention(self) -> tuple[AttentionBucket, ...]:
+        """The nodes' attention plan as buckets of nodes with similar D (built once, on the CPU,
+        then moved to the batch's device)."""
+        count = self.node_count.cpu().numpy()
+        device = self.node_rows.device
+        buckets = _attention_buckets(
+            np.repeat(np.arange(len(count), dtype=np.int64), count), self.node_times.cpu().numpy(),
+            self.node_rows.cpu().numpy(), self.absent_row.cpu().numpy(), count, self.max_len,
+        )  # fmt: skip
+        return buckets if device.type == "cpu" else tuple(b.to(device) for b in buckets)
+
+    def to(self, device: torch.device | str) -> GraphBatch:
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        moved = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in values.items()}
+        moved["graph"] = None if self.graph is None else self.graph.to(device)
+        moved["adjacency"] = None if self.adjacency is None else self.adjacency.to(device)
+        batch = GraphBatch(**moved)
+        if torch.device(device).type != "cpu" and self.node_rows.device.type == "cpu":
+            # Only the tensor path runs off the CPU: its buckets, built here from the CPU
+            # arrays, go with the batch (not built later from device tensors copied back).
+            batch.__dict__["attention"] = tuple(b.to(device) for b in self.attention)
+        return batch
+
+
+@dataclass(frozen=True)
+class UserGraphs:
+    """The graphs of a set of instances, in flat arrays (instance k's slice by the offsets).
+
+    Shapes (n instances, M nodes, P present node-timestamps, Q co-occurrence edges):
+    n_history [n] (T, after any ``max_history`` / ``max_history_items`` cap); node_offsets [n + 1]; node_item [M]; node_present [M] (baskets holding
+    the node); present_offsets [n + 1]; present_node [P] (local node), present_t [P];
+    edge_offsets [n + 1]; edge_src, edge_dst [Q] (local present-row ids); edge_w [Q];
+    self_w [n] (1 / max c); target_items / target_offsets (the target baskets, when known);
+    left_out_baskets: history baskets beyond either cap that the graphs leave out.
+    Factored form (edge_* empty): pair_offsets [n + 1]; pair_row [F] (local present row),
+    pair_slot [F] (local slot); slot_offsets [n + 1] (slots per instance).
+    """
+
+    n_history: np.ndarray
+    node_offsets: np.ndarray
+    node_item: np.ndarray
+    node_present: np.ndarray
+    present_offsets: np.ndarray
+    present_node: np.ndarray
+    present_t: np.ndarray
+    edge_offsets: np.ndarray
+    edge_src: np.ndarray
+    edge_dst: np.ndarray
+    edge_w: np.ndarray
+    self_w: np.ndarray
+    target_items: np.ndarray | None
+    target_offsets: np.ndarray | None
+    form: str = "edges"
+    pair_offsets: np.ndarray | None = None
+    pair_row: np.ndarray | None = None
+    pair_slot: np.ndarray | None = None
+    slot_offsets: np.ndarray | None = None
+    left_out_baskets: int = 0
+
+    def __len__(self) -> int:
+        return len(self.n_history)
+
+    @property
+    def n_nodes(self) -> np.ndarray:
+        return np.diff(self.node_offsets)
+
+    @property
+    def n_present(self) -> np.ndarray:
+        return np.diff(self.present_offsets)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """History lengths [n], by which the engine buckets instances into batches."""
+        return self.n_history
+
+    @property
+    def sizes(self) -> np.ndarray:
+        """Nodes per instance [n]: a batch's work is its nodes times its longest history
+        (the [M, T] sequences and attention plans), which the engine bounds (``batch_work``)."""
+        return self.n_nodes
+
+    def collate(self, idx: np.ndarray, with_targets: bool = True) -> GraphBatch:
+        """Merge the graphs of instances ``idx`` into one :class:`GraphBatch` (vectorised).
+
+        Rows of instance b are its present rows, then its absent rows, at offset row_base[b].
+        """
+        idx = np.asarray(idx, dtype=np.int64)
+        B = len(idx)
+        T = self.n_history[idx]  # [B]
+        n_nodes = self.n_nodes[idx]  # [B]
+        n_present = self.n_present[idx]  # [B]
+        node_base = _offsets(n_nodes)  # [B + 1]
+        row_base = _offsets(n_present + n_nodes)  # [B + 1]
+        R, M = int(row_base[-1]), int(node_base[-1])
+        T_max = int(T.max()) if B else 0
+
+        p = ranges(self.present_offsets[idx], n_present)  # [P_b] global present ids
+        p_inst = np.repeat(np.arange(B), n_present)
+        p_row = row_base[:-1][p_inst] + (np.arange(len(p)) - _offsets(n_present)[:-1][p_inst])
+        p_node = node_base[:-1][p_inst] + self.present_node[p]
+        node_inst = np.repeat(np.arange(B), n_nodes)  # [M]
+        absent_row = row_base[:-1][node_inst] + n_present[node_inst] + (
+            np.arange(M) - node_base[:-1][node_inst]
+        )  # [M]
+        nodes = ranges(self.node_offsets[idx], n_nodes)  # [M] global node ids
+
+        row_node = np.empty(R, dtype=np.int64)
+        row_node[p_row] = p_node
+        row_node[absent_row] = np.arange(M)
+        row_weight = np.ones(R, dtype=np.float32)
+        row_weight[absent_row] = T[node_inst] - self.node_present[nodes]
+        row_present = np.zeros(R, dtype=bool)
+        row_present[p_row] = True
+        seq_row = np.repeat(absent_row[:, None], T_max, axis=1)  # [M, T_max]
+        p_t = self.present_t[p]  # [P_b]
+        seq_row[p_node, p_t] = p_row
+        node_last = np.zeros(M, dtype=np.int64)
+        np.maximum.at(node_last, p_node, p_t)
+        # Present rows node by node; an instance's entries are in time order, so a stable sort
+        # keeps each node's in time order.
+        by_node = np.argsort(p_node, kind="stable")  # [P_b]
+
+        graph, adjacency = None, None
+        if self.form == "edges":
+            n_edges = self.edge_offsets[idx + 1] - self.edge_offsets[idx]
+            e = ranges(self.edge_offsets[idx], n_edges)
+            shift = np.repeat(row_base[:-1], n_edges)  # present rows start at row_base
+            self_loops = np.arange(R, dtype=np.int64)
+            src = np.concatenate([self.edge_src[e] + shift, self_loops])
+            dst = np.concatenate([self.edge_dst[e] + shift, self_loops])
+            w = np.concatenate(
+                [self.edge_w[e], np.repeat(self.self_w[idx], n_present + n_nodes)]
+            )
+            graph = dgl.graph((torch.from_numpy(src), torch.from_numpy(dst)), num_nodes=R)
+            graph.edata["w"] = torch.from_numpy(w.astype(np.float32))
+        else:
+            assert self.pair_offsets is not None and self.pair_row is not None
+            assert self.pair_slot is not None and self.slot_offsets is not None
+            n_pairs = self.pair_offsets[idx + 1] - self.pair_offsets[idx]
+            n_slots = self.slot_offsets[idx + 1] - self.slot_offsets[idx]
+            q = ranges(self.pair_offsets[idx], n_pairs)
+            slot_base = _offsets(n_slots)
+            row_self = np.ones(R, dtype=np.float32)
+            row_self[p_row] = 1.0 - self.node_present[nodes][p_node]
+            adjacency = FactoredAdjacency(
+                pair_row=torch.from_numpy(self.pair_row[q] + np.repeat(row_base[:-1], n_pairs)),
+                pair_slot=torch.from_numpy(self.pair_slot[q] + np.repeat(slot_base[:-1], n_pairs)),
+                num_slots=int(slot_base[-1]),
+                row_scale=torch.from_numpy(np.repeat(self.self_w[idx], n_present + n_nodes)),
+                row_self=torch.from_numpy(row_self),
+            )
+
+        targets: dict[str, torch.Tensor] = {}
+        if with_targets and self.target_items is not None and self.target_offsets is not None:
+            lens = self.target_offsets[idx + 1] - self.target_offsets[idx]
+            targets = {
+                "target_items": torch.from_numpy(
+                    self.target_items[ranges(self.target_offsets[idx], lens)].astype(np.int64)
+                ),
+                "target_offsets": torch.from_numpy(_offsets(lens)),
+            }
+        return GraphBatch(
+            graph=graph,
+            adjacency=adjacency,
+            row_node=torch.from_numpy(row_node),
+            row_weight=torch.from_numpy(row_weight),
+            row_present=torch.from_numpy(row_present),
+            seq_row=torch.from_numpy(seq_row),
+            node_item=torch.from_numpy(self.node_item[nodes].astype(np.int64)),
+            node_user=torch.from_numpy(node_inst),
+            node_len=torch.from_numpy(T[node_inst]),
+            node_count=torch.from_numpy(self.node_present[nodes].astype(np.int64)),
+            node_last=torch.from_numpy(node_last),
+            user_len=torch.from_numpy(T.copy()),
+            node_rows=torch.from_numpy(p_row[by_node]),
+            node_times=torch.from_numpy(p_t[by_node]),
+            absent_row=torch.from_numpy(absent_row),
+            **targets,
+        )
+
+
+def _attention_buckets(
+    p_node: np.ndarray,
+    p_t: np.ndarray,
+    p_row: np.ndarray,
+    absent_row: np.ndarray,
+    n_present: np.ndarray,
+    T_max: int,
+) -> tuple[AttentionBucket, ...]:
+    """Group nodes by P (1, 2, 3-4, 5-8, ...) and build each group's distinct-row plan.
+
+    Shapes: p_* [P_b] per present row (batch node, time, row); absent_row [M]; n_present [M].
+    """
+    M = len(absent_row)
+    if M == 0:
+        return ()
+    order = np.lexsort((p_t, p_node))  # present rows by node, then time
+    p_node, p_t, p_row = p_node[order], p_t[order], p_row[order]
+    col = 1 + np.arange(len(p_node)) - _offsets(n_present)[:-1][p_node]  # [P_b] column >= 1
+    bucket_of = np.ceil(np.log2(np.maximum(n_present, 1))).astype(np.int64)  # [M]
+    t_grid = np.arange(T_max)
+    buckets = []
+    for b in np.unique(bucket_of):
+        nodes = np.flatnonzero(bucket_of == b)  # [M_b]
+        local = np.full(M, -1, dtype=np.int64)
+        local[nodes] = np.arange(len(nodes))
+        D = int(n_present[nodes].max()) + 1
+        sel = local[p_node] >= 0
+        pn, pc, pt = local[p_node[sel]], col[sel], p_t[sel]
+        rows = np.repeat(absent_row[nodes][:, None], D, axis=1)  # [M_b, D]
+        rows[pn, pc] = p_row[sel]
+        query = np.zeros((len(nodes), T_max), dtype=np.int64)  # [M_b, T]
+        query[pn, pt] = pc
+        key_time = np.full((len(nodes), D), T_max, dtype=np.int64)  # padding: never visible
+        key_time[pn, pc] = pt
+        visible = t_grid[None, :, None] >= key_time[:, None, :]  # [M_b, T, D]
+        present_upto = np.zeros((len(nodes), T_max), dtype=np.int64)
+        present_upto[pn, pt] = 1
+        n_absent = (t_grid + 1)[None, :] - np.cumsum(present_upto, axis=1)  # [M_b, T] >= 0
+        log_count = np.where(visible, 0.0, -np.inf)  # float64: exact log(n) for float64 models
+        with np.errstate(divide="ignore"):
+            log_count[:, :, 0] = np.log(n_absent)
+        buckets.append(
+            AttentionBucket(
+                nodes=torch.from_numpy(nodes),
+                rows=torch.from_numpy(rows),
+                query=torch.from_numpy(query),
+                log_count=torch.from_numpy(log_count),
+            )
+        )
+    return tuple(buckets)
+
+
+def _last_baskets_within(
+    data: BasketData, users: np.ndarray, full_T: np.ndarray, T: np.ndarray, max_items: int
+) -> np.ndarray:
+    """Per instance, how many of the last ``T`` history baskets (of ``full_T``) hold at most
+    ``max_items`` items together, counting back from the last one; at least 1 where T > 0.
+
+    Shapes: users, full_T, T [n] -> [n].
+    """
+    sizes = data.histories(users, T, first=full_T - T).baskets.lengths.astype(np.int64)  # [sum T]
+    inst = np.repeat(np.arange(len(T), dtype=np.int64), T)  # [sum T]
+    # Items from each basket to the end of all histories, then to the end of its own.
+    suffix = np.append(np.cumsum(sizes[::-1])[::-1], 0)  # [sum T + 1]
+    from_here = suffix[:-1] - suffix[_offsets(T)[1:][inst]]  # [sum T]
+    kept = np.bincount(inst[from_here <= max_items], minlength=len(T))  # [n]
+    return np.minimum(T, np.maximum(kept, 1))
+
+
+def build_user_graphs(
+    data: BasketData,
+    instances: Instances,
+    with_targets: bool = True,
+    form: str = "factored",
+    max_history: int = 0,
+    max_history_items: int = 0,
+    compiled: bool = True,
+) -> UserGraphs:
+    """Build the co-occurrence graphs of every instance's history, vectorised over instances.
+
+    ``form``: "factored" (B^T B, see the module docstring; what training and scoring use) or
+    "edges" (the explicit weighted edge list; the tests' reference). ``max_history`` > 0: each
+    graph holds only the last ``max_history`` baskets of the history (the target is still the
+    basket after the whole history); the number left out is ``left_out_baskets``.
+    ``max_history_items`` > 0: of those, only the latest whole baskets holding at most that
+    many items together (always at least the last basket); left-out baskets are counted with
+    the others. ``compiled``: the factored form's nodes, max c and entries of B come from
+    :func:`basketgnn.graph.build_kernel.factored_graphs` (customer by customer, the same
+    arrays); False: from the sorts of :func:`_sorted_graphs` (the tests' reference for it).
+    """
+    if form not in ("factored", "edges"):
+        raise ValueError(f"unknown graph form {form!r}")
+    full_T = np.asarray(instances.n_history, dtype=np.int64)  # [n]
+    T = np.minimum(full_T, max_history) if max_history > 0 else full_T  # [n]
+    if max_history_items > 0:
+        T = _last_baskets_within(data, instances.users, full_T, T, max_history_items)
+    entries = _HistoryEntries.of(data, instances.users, full_T, T)
+    targets = data.targets(instances.users, full_T) if with_targets else None
+    common = {
+        "n_history": T,
+        "present_offsets": entries.present_offsets,
+        "present_t": entries.basket_t[entries.basket],
+        "target_items": None if targets is None else targets.values,
+        "target_offsets": None if targets is None else targets.offsets,
+        "form": form,
+        "left_out_baskets": int((full_T - T).sum()),
+    }
+    if form == "factored" and compiled:
+        return _compiled_graphs(entries, data.n_items, common)
+    return _sorted_graphs(entries, data.n_items, form, common)
+
+
+@dataclass(frozen=True)
+class _HistoryEntries:
+    """The entries (present node-timestamps) of every instance's graph history, grouped by
+    instance, basket by basket.
+
+    Shapes (n instances, n_hb history baskets, nnz entries): T [n]; basket_t [n_hb] each
+    basket's timestamp within its history; basket, inst, item [nnz] each entry's history
+    basket, instance and item; present_offsets [n + 1].
+    """
+
+    T: np.ndarray
+    basket_t: np.ndarray
+    basket: np.ndarray
+    inst: np.ndarray
+    item: np.ndarray
+    present_offsets: np.ndarray
+
+    @classmethod
+    def of(cls, data: BasketData, users: np.ndarray, full_T: np.ndarray, T: np.ndarray) -> _HistoryEntries:
+        """The entries of the last ``T`` of each user's first ``full_T`` baskets."""
+        n = len(T)
+        hist = data.histories(users, T, first=full_T - T)
+        baskets = hist.baskets
+        basket_inst = np.repeat(np.arange(n, dtype=np.int64), T)  # [n_hb]
+        basket_t = np.arange(baskets.n_rows, dtype=np.int64) - hist.basket_offsets[:-1][basket_inst]
+        entry_basket = baskets.row_ids()  # [nnz]
+        entry_inst = basket_inst[entry_basket]
+        present_offsets = _offsets(np.bincount(entry_inst, minlength=n))
+        return cls(T, basket_t, entry_basket, entry_inst, baskets.values.astype(np.int64), present_offsets)
+
+
+def _compiled_graphs(entries: _HistoryEntries, n_items: int, common: dict) -> UserGraphs:
+    """The factored form from :func:`basketgnn.graph.build_kernel.factored_graphs`."""
+    n = len(entries.T)
+    node_key, entry_node, node_present, node_offsets, max_c, *b = build_kernel.factored_graphs(
+        entries.present_offsets, entries.item, entries.basket_t[entries.basket], entries.T, n_items
+    )
+    node_local = np.arange(len(node_key), dtype=np.int64) - node_offsets[:-1][node_key // n_items]
+    none = np.zeros(0, dtype=np.int64)
+    return UserGraphs(
+        node_offsets=node_offsets, node_item=(node_key % n_items).astype(np.int32),
+        node_present=node_present, present_node=node_local[entry_node],
+        edge_offsets=np.zeros(n + 1, dtype=np.int64), edge_src=none, edge_dst=none,
+        edge_w=np.zeros(0, dtype=np.float32), self_w=1.0 / max_c,
+        pair_offsets=b[0], pair_row=b[1], pair_slot=b[2], slot_offsets=b[3], **common,
+    )  # fmt: skip
+
+
+def _sorted_graphs(entries: _HistoryEntries, n_items: int, form: str, common: dict) -> UserGraphs:
+    """Either form from sorts over all entries at once: nodes, the ordered pairs of entries of
+    a basket (all of them for the edge list; for the factored form only those of items bought
+    at least twice, enough for max c), c and max c, and the factored form's entries of B."""
+    n, item = len(entries.T), entries.item
+    entry_local = np.arange(len(item), dtype=np.int64) - entries.present_offsets[:-1][entries.inst]
+    # Nodes: distinct (instance, item), sorted by instance then item.
+    node_key, entry_node = np.unique(entries.inst * n_items + item, return_inverse=True)
+    node_inst = node_key // n_items
+    node_offsets = _offsets(np.bincount(node_inst, minlength=n))
+    node_local = np.arange(len(node_key), dtype=np.int64) - node_offsets[:-1][node_inst]
+    node_present = np.bincount(entry_node, minlength=len(node_key))  # [N] baskets holding it
+
+    sel = np.arange(len(item), dtype=np.int64)
+    if form == "factored":
+        sel = sel[node_present[entry_node] >= 2]
+    src_e, dst_e = _same_group_pairs(sel, entries.basket[sel])
+    keep = src_e != dst_e
+    src_e, dst_e = src_e[keep], dst_e[keep]
+    pair_inst = entries.inst[src_e]
+    # c(i, j) = number of baskets with both = occurrences of the (i, j) node pair.
+    _, pair_group, pair_count = np.unique(
+        entry_node[src_e] * len(node_key) + entry_node[dst_e],
+        return_inverse=True,
+        return_counts=True,
+    )
+    c = pair_count[pair_group].astype(np.float64)
+    max_c = np.ones(n, dtype=np.float64)  # the self weight 1 takes part in the max
+    np.maximum.at(max_c, pair_inst, c)
+
+    factored: dict[str, np.ndarray] = {}
+    if form == "factored":
+        factored = _sorted_factored_entries(entries, entry_node, entry_local)
+        src_e = dst_e = pair_inst = np.zeros(0, dtype=np.int64)
+        c = np.zeros(0, dtype=np.float64)
+    return UserGraphs(
+        node_offsets=node_offsets,
+        node_item=(node_key % n_items).astype(np.int32),
+        node_present=node_present,
+        present_node=node_local[entry_node],
+        edge_offsets=_offsets(np.bincount(pair_inst, minlength=n)),
+        edge_src=entry_local[src_e],
+        edge_dst=entry_local[dst_e],
+        edge_w=(c / max_c[pair_inst]).astype(np.float32),
+        self_w=1.0 / max_c,
+        **common,
+        **factored,
+    )
+
+
+def _sorted_factored_entries(
+    entries: _HistoryEntries, entry_node: np.ndarray, entry_local: np.ndarray
+) -> dict[str, np.ndarray]:
+    """One entry of B per (node i, t, s) with i in S_t and S_s: the pairs of entries of a node,
+    instance by instance, each with its row and its slot's rank within the instance."""
+    n = len(entries.T)
+    a_e, b_e = _same_group_pairs(np.arange(len(entries.item), dtype=np.int64), entry_node)
+    t_a, t_b = entries.basket_t[entries.basket[a_e]], entries.basket_t[entries.basket[b_e]]
+    inst = entries.inst[a_e]
+    span = int(entries.T.max(initial=0)) + 1
+    slot_key, slot_of = np.unique((inst * span + t_a) * span + t_b, return_inverse=True)
+    slot_offsets = _offsets(np.bincount(slot_key // span**2, minlength=n))
+    pair_order = np.argsort(inst, kind="stable")
+    return {
+        "pair_offsets": _offsets(np.bincount(inst, minlength=n)),
+        "pair_row": entry_local[a_e][pair_order],
+        "pair_slot": (slot_of - slot_offsets[:-1][inst])[pair_order],
+        "slot_offsets": slot_offsets,
+    }
+
+
+def _same_group_pairs(members: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every ordered pair (a, b) of ``members`` with the same ``group``, a = b included.
+
+    Example: members [4, 5, 6], group [0, 0, 1] -> a [4, 4, 5, 5, 6], b [4, 5, 4, 5, 6].
+    Shapes: members [m], group [m] -> a, b [sum over groups of size^2].
+    """
+    order = np.argsort(group, kind="stable")
+    members, group = members[order], group[order]
+    starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]]) if len(group) else np.zeros(0, np.int64)
+    sizes = np.diff(np.r_[starts, len(group)])  # [groups]
+    size = np.repeat(sizes, sizes)  # [m] size of each member's group
+    start = np.repeat(starts, sizes)  # [m]
+    a = np.repeat(members, size)
+    b = members[ranges(start, size)]
+    return a, b

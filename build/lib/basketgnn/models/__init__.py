@@ -1,0 +1,1 @@
+"""Models composed from basketgnn.nn components."""

@@ -1,0 +1,59 @@
+"""DNNTSP (Yu et al., KDD 2020) as one model folder: the module and its config in
+``model.py``, the data it reads (per-user co-occurrence graphs, ``graph.cooccurrence``) and its
+:class:`~basketgnn.models.spec.ModelSpec` here. The engine does the rest."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from basketgnn.data.dataset import BasketData
+from basketgnn.data.split import Instances
+from basketgnn.graph.cooccurrence import GraphBatch, UserGraphs, build_user_graphs
+from basketgnn.models.dnntsp.model import DNNTSP, DNNTSPConfig
+from basketgnn.models.spec import ModelSpec, SparseForward
+
+__all__ = ["DNNTSP", "DNNTSPConfig", "SPEC"]
+
+
+def _build(n_items: int, config: Any) -> DNNTSP:
+    return DNNTSP.from_config(n_items, config)
+
+
+def _batches(data: BasketData, instances: Instances, config: Any, with_targets: bool) -> UserGraphs:
+    return build_user_graphs(
+        data, instances, with_targets=with_targets, max_history=config.max_history,
+        # The item cap bounds the training pass only (targets: training batches).
+        max_history_items=config.train_history_items if with_targets else 0,
+    )
+
+
+def _too_small_for_batchnorm(batch: GraphBatch) -> bool:
+    # Train-mode BatchNorm needs two rows; a lone one-item, one-basket user teaches nothing the
+    # other batches do not.
+    return float(batch.row_weight.sum()) < 2
+
+
+def _init(module: DNNTSP, data: BasketData, train: Instances, config: Any) -> None:
+    if config.item_prior:
+        module.init_item_prior(data.targets(train.users, train.n_history).values, len(train))
+    elif config.base_rate_init:
+        module.init_base_rate(len(data.targets(train.users, train.n_history).values), len(train))
+
+
+def _score_sparse(module: DNNTSP, batch: GraphBatch) -> SparseForward | None:
+    out = module.forward_sparse(batch)
+    if out is None:
+        return None
+    return SparseForward(out[0], batch.node_user, batch.node_item, out[1])
+
+
+SPEC = ModelSpec(
+    name="dnntsp",
+    description="DNNTSP (Yu et al., KDD 2020): weighted GCN, temporal attention, gated scorer",
+    config_cls=DNNTSPConfig,
+    build=_build,
+    batches=_batches,
+    skip_batch=_too_small_for_batchnorm,
+    init=_init,
+    score_sparse=_score_sparse,
+)

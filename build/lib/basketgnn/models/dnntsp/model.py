@@ -1,0 +1,248 @@
+"""DNNTSP (Yu et al., KDD 2020): weighted GCN -> masked temporal attention -> aggregation ->
+gated scorer, computed batched over users (MODEL.md).
+
+Data flow for a batch (R distinct rows, M user-nodes, B users, T = longest history):
+
+    E[node_item] per distinct row             [R, d]      (present node-timestamps + absent rows)
+    -> WeightedGCN on the batch graph         [R, d]      (or skipped: E at t where i in S_t)
+    -> gather to each node's sequence         [M, T, d]
+    -> MaskedTemporalSelfAttention            [M, T, d]   (or skipped)
+    -> TemporalAggregation (own lengths)      [M, d]
+    -> GatedScorer                            [B, I]
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import torch
+from pydantic import (
+    ConfigDict,
+    Field,
+    model_validator,
+)
+from torch import nn
+
+from basketgnn.graph.cooccurrence import GraphBatch
+from basketgnn.models.options import TrainOptions
+from basketgnn.nn.aggregation import TemporalAggregation
+from basketgnn.nn.gated_scorer import GatedScorer, membership_features, repeat_features
+from basketgnn.nn.temporal_attention import MaskedTemporalSelfAttention
+from basketgnn.nn.weighted_gcn import WeightedGCN
+
+
+class DNNTSPConfig(TrainOptions):
+    """Everything that defines a DNNTSP model and its training; the single source of truth.
+    The training options (lr, epochs, seed, device, ...) are the engine's
+    (:class:`basketgnn.models.options.TrainOptions`).
+
+    The defaults are basketgnn's product settings: the published model plus presence vectors,
+    repeat features and dropout 0.2, history caps for long histories and big baskets
+    (max_history, train_history_items) and an early stop never before min_steps steps; each was
+    chosen on validation customers. The paper's exact configuration is
+    ``configs/published.yaml``; the :class:`DNNTSP` constructor's own defaults are the published
+    model too.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    embed_dim: int = Field(32, ge=1, description="Item embedding size d.")
+    gcn: bool = Field(True, description="Use the weighted GCN (off: item embeddings go straight to attention).")
+    gcn_layers: int = Field(2, ge=1, description="Number of weighted graph convolutions.")
+    attention: bool = Field(True, description="Use temporal self-attention (off: no attention, mean over time).")
+    heads: int = Field(4, ge=1, description="Attention heads.")
+    head_merge: Literal["concat", "mean"] = Field("concat", description="How heads are combined.")
+    aggregation: Literal["learned", "last"] = Field(
+        "learned", description="learned: aggregate_nodes_temporal_feature; last: last timestamp."
+    )
+    gate: Literal["learned", "fixed", "off"] = Field(
+        "learned", description="Gated update: learned alpha per item, fixed 0.5, or off (alpha = 1)."
+    )
+    dropout: float = Field(0.2, ge=0.0, lt=1.0, description="Dropout in GCN and attention (published: 0).")
+    presence: bool = Field(
+        True, description="Beyond the paper: a learned vector added to an item's input where it was bought."
+    )
+    repeat_features: bool = Field(
+        True, description="Beyond the paper: a learned repeat term over purchase count and recency."
+    )
+    membership_steps: int = Field(
+        0, ge=0, le=64,
+        description="Beyond the paper: the repeat term also sees the item's presence in the last K baskets (0: off).",
+    )  # fmt: skip
+    user_context: bool = Field(
+        False, description="Beyond the paper: items outside the history scored per customer from the mean item vector."
+    )
+    explore_attention: bool = Field(
+        False, description="Beyond the paper: items outside the history scored by target attention over the history."
+    )
+    item_prior: bool = Field(
+        False, description="Beyond the paper: a per-item output bias starting at the item's log-odds in the targets."
+    )
+    base_rate_init: bool = Field(
+        False, description="Beyond the paper: the output bias starts at the targets' base rate instead of near 0."
+    )
+    max_history: int = Field(
+        20, ge=0, description="Beyond the paper: the model reads each customer's last N baskets (0: all)."
+    )
+    train_history_items: int = Field(
+        150, ge=0,
+        description="Beyond the paper: training windows keep their latest whole baskets up to N items (0: all).",
+    )  # fmt: skip
+    min_steps: int = Field(
+        1000, ge=0, description="Early stopping never stops a run before this many training steps."
+    )
+
+    @model_validator(mode="after")
+    def _heads_divide_embedding(self) -> DNNTSPConfig:
+        if self.attention and self.head_merge == "concat" and self.embed_dim % self.heads:
+            raise ValueError(
+                f"embed_dim {self.embed_dim} must be divisible by heads {self.heads} "
+                "(or use head_merge: mean)"
+            )
+        if self.membership_steps and not self.repeat_features:
+            raise ValueError("membership_steps needs repeat_features: true (the flags are repeat features)")
+        return self
+
+
+class DNNTSP(nn.Module):
+    """The DNNTSP model. Constructed from explicit arguments; :meth:`from_config` reads a config.
+
+    Shapes: forward(GraphBatch of B users) -> scores [B, num_items].
+    """
+
+    def __init__(
+        self,
+        num_items: int,
+        embed_dim: int = 32,
+        gcn: bool = True,
+        gcn_layers: int = 2,
+        attention: bool = True,
+        heads: int = 4,
+        head_merge: Literal["concat", "mean"] = "concat",
+        aggregation: Literal["learned", "last"] = "learned",
+        gate: Literal["learned", "fixed", "off"] = "learned",
+        dropout: float = 0.0,
+        presence: bool = False,
+        repeat_features: bool = False,
+        user_context: bool = False,
+        item_prior: bool = False,
+        explore_attention: bool = False,
+        membership_steps: int = 0,
+    ) -> None:
+        super().__init__()
+        self.num_items = num_items
+        self.embedding = nn.Embedding(num_items, embed_dim)
+        self.presence = nn.Parameter(torch.zeros(embed_dim)) if presence else None
+        self.gcn = WeightedGCN(embed_dim, gcn_layers, dropout) if gcn else None
+        self.attention = (
+            MaskedTemporalSelfAttention(embed_dim, heads, head_merge, dropout) if attention else None
+        )
+        # Without attention, the sequence is reduced by its mean over time.
+        self.aggregate = TemporalAggregation(embed_dim, aggregation if attention else "mean")
+        self.scorer = GatedScorer(
+            num_items, embed_dim, gate, repeat_features, user_context,
+            item_bias=item_prior, explore_attention=explore_attention,
+            membership_steps=membership_steps,
+        )
+
+    @classmethod
+    def from_config(cls, num_items: int, config: DNNTSPConfig) -> DNNTSP:
+        return cls(
+            num_items,
+            embed_dim=config.embed_dim,
+            gcn=config.gcn,
+            gcn_layers=config.gcn_layers,
+            attention=config.attention,
+            heads=config.heads,
+            head_merge=config.head_merge,
+            aggregation=config.aggregation,
+            gate=config.gate,
+            dropout=config.dropout,
+            presence=config.presence,
+            repeat_features=config.repeat_features,
+            user_context=config.user_context,
+            item_prior=config.item_prior,
+            explore_attention=config.explore_attention,
+            membership_steps=config.membership_steps,
+        )
+
+    def init_base_rate(self, n_target_items: int, n_targets: int) -> None:
+        """Start the output bias at the log-odds of n_target_items / (n_targets · I), the share
+        of the catalogue in an average training target basket."""
+        self.scorer.set_base_rate(n_target_items / max(n_targets * self.num_items, 1))
+
+    def init_item_prior(self, target_items: torch.Tensor | np.ndarray, n_targets: int) -> None:
+        """Set the per-item bias to the log-odds of each item's frequency among ``n_targets``
+        training target baskets (needs item_prior). Shapes: target_items [nnz] item ids."""
+        counts = torch.bincount(torch.as_tensor(target_items, dtype=torch.int64), minlength=self.num_items)
+        self.scorer.set_item_prior(counts.double() / max(n_targets, 1))
+
+    def row_features(self, batch: GraphBatch) -> torch.Tensor:
+        """GCN output of every distinct row (see graph.cooccurrence). Shapes: -> [R, d]."""
+        # index_select on the weight = the embedding lookup, with a cheaper backward on CPU.
+        x = self.embedding.weight.index_select(0, batch.node_item[batch.row_node])  # [R, d]
+        if self.presence is not None:
+            x = x + batch.row_present.unsqueeze(1).to(x.dtype) * self.presence
+        if self.gcn is not None:
+            graph = batch.adjacency if batch.adjacency is not None else batch.graph
+            assert graph is not None
+            return self.gcn(graph, x, batch.row_weight)
+        # Static embeddings, zero where the item is not in the basket, so the sequence
+        # still shows when the item was bought.
+        return x * batch.row_present.unsqueeze(1).to(x.dtype)
+
+    @staticmethod
+    def expand_sequences(batch: GraphBatch, rows: torch.Tensor) -> torch.Tensor:
+        """Row features to each node's left-aligned sequence; padding holds the absent row's
+        value and is masked out later. Shapes: rows [R, d] -> [M, T_max, d]."""
+        return rows.index_select(0, batch.seq_row.reshape(-1)).view(*batch.seq_row.shape, -1)
+
+    def forward(self, batch: GraphBatch) -> torch.Tensor:
+        return self.score_nodes(batch, self.node_vectors(batch))  # [B, I]
+
+    def node_vectors(self, batch: GraphBatch) -> torch.Tensor:
+        """Each user-node's vector z after GCN, attention and aggregation. Shapes: -> [M, d]."""
+        if len(batch.node_item) == 0:  # no user of the batch has a known history item
+            return self.embedding.weight.new_zeros(0, self.embedding.embedding_dim)
+        rows = self.row_features(batch)  # [R, d]
+        if self.attention is not None and self.aggregate.mode in ("learned", "last"):
+            # Attention and readout in one: never builds the [M, T, d] sequences.
+            return self.attention.forward_nodes(rows, batch, self.aggregate.w_agg)  # [M, d]
+        if self.attention is not None:
+            seq = self.attention.forward_rows(
+                rows, batch.attention, len(batch.node_item), batch.max_len
+            )  # [M, T, d]
+        else:
+            seq = self.expand_sequences(batch, rows)  # [M, T, d]
+        return self.aggregate(seq, batch.node_len)  # [M, d]
+
+    def forward_sparse(self, batch: GraphBatch) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """:meth:`forward` as a shared score per item plus each user-node's own score, when
+        the scorer gives items outside a history the same score for every user (the default
+        configuration); None otherwise. forward(batch)[node_user[m], node_item[m]] equals
+        node[m] and every other entry of column i equals base[i], bit for bit.
+
+        Shapes: -> (base [I], node [M]).
+        """
+        if not self.scorer.shared_outside_history:
+            return None
+        z = self.node_vectors(batch)  # [M, d]
+        return self.scorer.node_scores(self.embedding.weight, z, batch.node_item, self._node_features(batch, z))
+
+    def score_nodes(self, batch: GraphBatch, z: torch.Tensor) -> torch.Tensor:
+        """Gated scoring of all items from the user-nodes' vectors. Shapes: z [M, d] -> [B, I]."""
+        return self.scorer(
+            self.embedding.weight, z, batch.node_item, batch.node_user, batch.batch_size,
+            self._node_features(batch, z),
+        )
+
+    def _node_features(self, batch: GraphBatch, z: torch.Tensor) -> torch.Tensor | None:
+        if self.scorer.repeat is None:
+            return None
+        phi = repeat_features(batch.node_count, batch.node_last, batch.node_len, z.dtype)  # [M, 4]
+        steps = self.scorer.membership_steps
+        if steps:
+            seq_present = batch.row_present.index_select(0, batch.seq_row.reshape(-1)).view(batch.seq_row.shape)
+            phi = torch.cat([phi, membership_features(seq_present, batch.node_len, steps, z.dtype)], dim=1)
+        return phi  # [M, 4 + K]

@@ -1,0 +1,111 @@
+"""The contract between a trainable model, the one training engine and the recommender that
+scores it.
+
+A neural model is one folder under ``basketgnn/models/<name>/`` that builds a :class:`ModelSpec`
+and registers it (``basketgnn.registry``). The engine (``basketgnn/engine/``) owns everything
+else of training: devices, batching order, the optimiser, early stopping, resume, checkpoints,
+logs, DDP; :class:`basketgnn.recommenders.neural.NeuralRecommender` scores and ranks with it.
+
+The pieces a model supplies:
+
+* ``config_cls``: a pydantic model of its options. It subclasses
+  :class:`basketgnn.models.options.TrainOptions`, so every
+  model has the same training options (lr, epochs, patience, seed, device, ...) under the same
+  names; model options are added beside them.
+* ``build(n_items, config) -> nn.Module``: a plain module whose ``forward(batch)`` returns
+  scores of every catalogue item, shape [B, n_items] (higher = more likely next).
+* ``batches(data, instances, config, with_targets) -> BatchSource``: what the module reads;
+  ``with_targets`` is True for the training batches only (DNNTSP's ``train_history_items``
+  caps those and nothing else).
+  ``BatchSource.lengths`` [n] orders instances into batches of similar length;
+  ``collate(idx, with_targets)`` returns a batch with ``.to(device)`` and, when
+  ``with_targets``, ``target_items`` [nnz] / ``target_offsets`` [B + 1] (CSR of the target
+  baskets, catalogue indices).
+* ``loss(module, batch, scores, config) -> scalar``: optional; the default is the multi-label
+  loss named by ``config.loss`` against the target baskets. Models with their own training
+  objective (BERT4Rec's Cloze task) supply one.
+* ``skip_batch(batch) -> bool``: optional; True for a training batch the module cannot learn
+  from (DNNTSP: train-mode BatchNorm over fewer than two rows). Skipped batches still count
+  as steps of the batch plan, so every rank of a distributed run skips the same ones.
+* ``init(module, data, train, config)``: optional; sets data-dependent starting values before
+  training (DNNTSP's ``item_prior``: an output bias from the training targets' item
+  frequencies; ``base_rate_init``: the output bias at the targets' base rate).
+* ``item_indexed(config) -> {state-dict name: leading non-item rows}``: optional; which
+  weights and buffers have one row per catalogue item, for warm start
+  (:mod:`basketgnn.engine.warm_start` maps their rows through both runs' item ids). The
+  default finds them by building the module at two catalogue sizes: an entry whose first
+  dimension is ``I + p`` at every catalogue size ``I`` (p >= 0 fixed, other dimensions
+  unchanged) is item-indexed, its first ``p`` rows are padding (kept as they are) and row
+  ``p + i`` is catalogue item ``i``. A model whose item rows are laid out otherwise supplies
+  this hook.
+* ``score_sparse(module, batch) -> SparseForward | None``: optional; the module's scores of a
+  batch as one row shared by every customer plus each customer's own entries (DNNTSP's
+  default configuration: an item outside a customer's history scores the same for everyone).
+  Ranking then reads a few candidates per customer instead of the [B, n_items] matrix, with
+  the same items and values. None for a configuration without that form.
+
+Registration (``basketgnn/registry.py``) is one line naming the package, whose ``__init__.py``
+exposes ``SPEC: ModelSpec``; the package is imported only when the model is used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from torch import nn
+
+from basketgnn.data.dataset import BasketData
+from basketgnn.data.split import Instances
+from basketgnn.models.options import TrainOptions
+
+
+class Batch(Protocol):
+    target_items: torch.Tensor | None
+    target_offsets: torch.Tensor | None
+
+    def to(self, device: torch.device | str) -> Batch: ...
+
+
+@dataclass(frozen=True)
+class SparseForward:
+    """A batch's scores in shared form: ``base`` [n_items] for items outside a customer's own
+    entries, and entry m = (``row[m]``, ``item[m]``) scoring ``value[m]``; ``row`` indexes the
+    batch's rows.
+
+    Shapes: base [I], row [M], item [M], value [M]."""
+
+    base: torch.Tensor
+    row: torch.Tensor
+    item: torch.Tensor
+    value: torch.Tensor
+
+
+class BatchSource(Protocol):
+    """The model's view of a set of instances; ``lengths`` [n] (history lengths) for bucketing."""
+
+    @property
+    def lengths(self) -> np.ndarray: ...
+
+    def __len__(self) -> int: ...
+
+    def collate(self, idx: np.ndarray, with_targets: bool = True) -> Batch: ...
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Everything the engine needs to train, checkpoint and score one kind of neural model."""
+
+    name: str
+    description: str  # one line, shown in `basketgnn train --help` and the model table
+    config_cls: type[TrainOptions]
+    build: Callable[[int, Any], nn.Module]
+    batches: Callable[[BasketData, Instances, Any, bool], BatchSource]
+    loss: Callable[[nn.Module, Batch, torch.Tensor, Any], torch.Tensor] | None = None
+    skip_batch: Callable[[Batch], bool] | None = None
+    init: Callable[[nn.Module, BasketData, Instances, Any], None] | None = None
+    item_indexed: Callable[[Any], dict[str, int]] | None = None
+    score_sparse: Callable[[nn.Module, Batch], SparseForward | None] | None = None

@@ -1,0 +1,1 @@
+"""The DNNTSP building blocks, one module per component."""

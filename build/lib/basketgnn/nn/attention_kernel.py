@@ -1,0 +1,295 @@
+"""The temporal attention and its readout for inference on the CPU, compiled (numba): the
+same computation as ``MaskedTemporalSelfAttention.forward_aggregated`` node by node, without
+the [nodes, heads, D, T] tensors.
+
+For a node with D distinct rows (column 0 its absent row, 1..P its present rows in time order,
+bought at t_1 < .. < t_P) and its user's history length L, per head h:
+
+    s[c, y]   = (q_{row c} . k_{row y}) / sqrt(d_head)                      [D, D]
+    at t < L: query column c_t = j if t = t_j else 0; keys visible: 0 (weight log n_t, the
+              absent timestamps up to t; none when n_t = 0) and 1..p_t (the purchases up to t)
+    A[y, t]   = softmax over the visible y of s[c_t, y] + (log n_t if y = 0)
+    a_t       = sum_h sum_y A_h[y, t] (v_{h,y} . w_agg_h)    (learned readout; "last": 1 at L - 1)
+    z_h       = sum_y (sum_t a_t A_h[y, t]) v_{h,y}
+    out       = concat_h z_h   (mean: the heads' z averaged, a_t with w_agg / heads)
+
+which is the tensor path's formula (``forward_aggregated``'s docstring) restricted to the real
+positions t < L, where the tensor path's readout weights are non-zero. Exact up to float
+rounding (sums in another order, float64 accumulators, libm's exp): the tests compare it with
+the tensor path and with attention over the expanded [T, d] sequences.
+
+Work per node is heads * L * (visible keys) plus D^2 dot products, all in registers and small
+scratch arrays reused across nodes, with no [M, heads, D, T] tensors to pass over. The helpers
+are inlined (``inline="always"``), so the loops compile as one function.
+
+Shapes: R rows, M nodes, P_b present rows in the batch, H heads.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+import torch
+
+from basketgnn.jit import jit_options
+
+# NumPy's division semantics (no zero check before each division, a large share of the loop's
+# time): every divisor is a softmax's sum (≥ 1, its largest term is exp(0)) or the number of heads.
+_JIT = {**jit_options(__file__), "error_model": "numpy"}
+
+
+@numba.njit(**_JIT)
+def _bought_once(
+    qkv, r0, r1, p, L, w_agg, has_w, heads, d_head, mean_heads, scale, log_n, s, vw, hw, out
+):  # pragma: no cover - jit
+    """:func:`attention_readout` of a node with one purchase (at p; keys: absent row r0,
+    present row r1), with the general path's operations in the same order: the same bits.
+    One pass over t: each t's weights of every head, its readout weight a_t, then the heads'
+    sums over t so far (the general path's order: a_t over the heads, then each sum over t).
+
+    Shapes: s [heads, ≥ 2, ≥ 2], vw [heads, ≥ 2], hw [heads, 4] scratch; out [d_out] (the
+    node's row)."""
+    HD = heads * d_head
+    for h in range(heads):
+        q0, k0, v0 = h * d_head, HD + h * d_head, 2 * HD + h * d_head
+        s00 = s01 = s10 = s11 = vw0 = vw1 = 0.0
+        for i in range(d_head):
+            s00 += qkv[r0, q0 + i] * qkv[r0, k0 + i]
+        for i in range(d_head):
+            s01 += qkv[r0, q0 + i] * qkv[r1, k0 + i]
+        for i in range(d_head):
+            s10 += qkv[r1, q0 + i] * qkv[r0, k0 + i]
+        for i in range(d_head):
+            s11 += qkv[r1, q0 + i] * qkv[r1, k0 + i]
+        s[h, 0, 0], s[h, 0, 1], s[h, 1, 0], s[h, 1, 1] = s00 * scale, s01 * scale, s10 * scale, s11 * scale
+        if has_w:
+            w0 = 0 if mean_heads else h * d_head
+            for i in range(d_head):
+                vw0 += qkv[r0, v0 + i] * w_agg[w0 + i]
+            for i in range(d_head):
+                vw1 += qkv[r1, v0 + i] * w_agg[w0 + i]
+            if mean_heads:
+                vw0, vw1 = vw0 / heads, vw1 / heads
+        vw[h, 0], vw[h, 1] = vw0, vw1
+        hw[h, 2] = hw[h, 3] = 0.0  # the sums over t of a_t times each key's weight
+    for t in range(L):
+        total = 0.0
+        for h in range(heads):
+            if t < p or (t == p and p == 0):  # one visible key: weight 1
+                a0, a1 = (1.0, 0.0) if t < p else (0.0, 1.0)
+                total += vw[h, 0] if t < p else vw[h, 1]
+            else:
+                # query: the present row at t = p (absent timestamps: p), else the absent row (t)
+                c = 1 if t == p else 0
+                l0 = s[h, c, 0] + log_n[t]
+                l1 = s[h, c, 1]
+                if l1 > l0:
+                    e0, e1 = math.exp(l0 - l1), 1.0
+                else:
+                    e0, e1 = 1.0, math.exp(l1 - l0)
+                norm = 0.0
+                norm += e0
+                norm += e1
+                a0, a1 = e0 / norm, e1 / norm
+                total += a0 * vw[h, 0]
+                total += a1 * vw[h, 1]
+            hw[h, 0], hw[h, 1] = a0, a1
+        at = total if has_w else (1.0 if t == L - 1 else 0.0)
+        for h in range(heads):
+            hw[h, 2] += hw[h, 0] * at
+            hw[h, 3] += hw[h, 1] * at
+    for k in range(out.shape[0]):
+        out[k] = 0.0
+    for h in range(heads):
+        v0 = 2 * HD + h * d_head
+        c0, c1 = hw[h, 2], hw[h, 3]
+        for i in range(d_head):
+            z = 0.0
+            z += c0 * qkv[r0, v0 + i]
+            z += c1 * qkv[r1, v0 + i]
+            if mean_heads:
+                out[i] += z / heads
+            else:
+                out[h * d_head + i] = z
+
+
+@numba.njit(**_JIT)
+def attention_readout(
+    qkv, absent_row, node_offsets, node_rows, node_times, lengths, w_agg, heads, d_head, mean_heads, out,
+    once_path=True,
+):  # pragma: no cover - jit
+    """Each node's aggregated attention output into ``out`` (see the module docstring).
+
+    Shapes: qkv [R, 3 H d_head] (q, k, v blocks, head-major within each); absent_row [M];
+    node_offsets [M + 1] into node_rows, node_times [P_b] (each node's present rows in time
+    order); lengths [M]; w_agg [H d_head] (concat) or [d_head] (mean), or empty for the "last"
+    readout; out [M, H d_head] (concat) or [M, d_head] (mean), overwritten. ``once_path``:
+    nodes bought once go through :func:`_bought_once` (the same bits; False: the general loop,
+    for the tests).
+    """
+    M = absent_row.shape[0]
+    has_w = w_agg.shape[0] > 0
+    scale = d_head**-0.5
+    max_d, max_l = 1, 1
+    for m in range(M):
+        max_d = max(max_d, node_offsets[m + 1] - node_offsets[m] + 1)
+        max_l = max(max_l, lengths[m])
+    rows = np.empty(max_d, np.int64)
+    s = np.empty((heads, max_d, max_d), np.float64)  # s[h, query column, key column]
+    vw = np.zeros((heads, max_d), np.float64)
+    w = np.zeros((heads, max_d), np.float64)  # attention weights at the current t
+    cs = np.zeros((heads, max_d), np.float64)  # each key's sum over t of weight · a_t
+    hw = np.empty((heads, 4), np.float64)  # the two-key path's per-head weights and sums
+    log_n = np.empty(max_l + 1, np.float64)  # log of each count of absent timestamps
+    log_n[0] = -math.inf
+    for i in range(1, max_l + 1):
+        log_n[i] = math.log(i)
+    for m in range(M):
+        o = node_offsets[m]
+        P = node_offsets[m + 1] - o
+        D = P + 1
+        L = lengths[m]
+        if P == 1 and once_path:  # bought once (most nodes): two keys, the same operations without the loops
+            _bought_once(qkv, absent_row[m], node_rows[o], node_times[o], L, w_agg, has_w, heads, d_head,
+                         mean_heads, scale, log_n, s, vw, hw, out[m])  # fmt: skip
+            continue
+        rows[0] = absent_row[m]
+        for j in range(P):
+            rows[j + 1] = node_rows[o + j]
+        _scores(qkv, rows, D, w_agg, has_w, heads, d_head, mean_heads, scale, s, vw)
+        _key_sums(s, vw, node_times[o : o + P], L, has_w, heads, log_n, w, cs)
+        _node_output(qkv, rows, D, cs, heads, d_head, mean_heads, out[m])
+
+
+@numba.njit(**_JIT, inline="always")
+def _scores(qkv, rows, D, w_agg, has_w, heads, d_head, mean_heads, scale, s, vw):  # pragma: no cover - jit
+    """Into ``s[h, c, y]`` the scaled scores of every query column c and key column y of a
+    node's D rows, and with a learned readout into ``vw[h, y]`` each value's readout weight
+    ``v_{h,y} . w_agg_h`` (divided by the heads when they are averaged)."""
+    HD = heads * d_head
+    for h in range(heads):
+        q0, k0, v0 = h * d_head, HD + h * d_head, 2 * HD + h * d_head
+        for c in range(D):
+            rc = rows[c]
+            for y in range(D):
+                ry = rows[y]
+                acc = 0.0
+                for i in range(d_head):
+                    acc += qkv[rc, q0 + i] * qkv[ry, k0 + i]
+                s[h, c, y] = acc * scale
+        if has_w:
+            w0 = 0 if mean_heads else h * d_head
+            for y in range(D):
+                ry = rows[y]
+                acc = 0.0
+                for i in range(d_head):
+                    acc += qkv[ry, v0 + i] * w_agg[w0 + i]
+                vw[h, y] = acc / heads if mean_heads else acc
+
+
+@numba.njit(**_JIT, inline="always")
+def _key_sums(s, vw, times, L, has_w, heads, log_n, w, cs):  # pragma: no cover - jit
+    """Into ``cs[h, y]`` each key's sum over t < L of its attention weight times a_t, one pass
+    over t (``w`` is scratch for the weights at t). Shapes: times [P] the present rows' times."""
+    P = times.shape[0]
+    for h in range(heads):
+        for y in range(P + 1):
+            cs[h, y] = 0.0
+    seen = 0  # present keys visible at t
+    n_times = 0  # distinct timestamps among them
+    for t in range(L):
+        c = 0
+        if seen < P and times[seen] == t:
+            # An item listed twice in a basket (outside the data contract: ingestion drops
+            # repeats) is two present rows at one timestamp, as in the tensor path: both
+            # visible, the query the later one, the timestamp counted once.
+            n_times += 1
+            while seen < P and times[seen] == t:
+                seen += 1
+            c = seen
+        n_absent = t + 1 - n_times
+        total = 0.0
+        if seen == 0 or (n_absent == 0 and seen == 1):  # one visible key: weight 1
+            y1 = 0 if seen == 0 else 1
+            for h in range(heads):
+                for y in range(seen + 1):
+                    w[h, y] = 0.0
+                w[h, y1] = 1.0
+                total += vw[h, y1]
+        else:
+            log_absent = log_n[n_absent]
+            for h in range(heads):
+                # softmax with the largest logit's exp taken as 1 (exp(0)), the rest computed
+                first = 0 if n_absent > 0 else 1
+                best = first
+                top = s[h, c, 0] + log_absent if n_absent > 0 else s[h, c, 1]
+                for y in range(first + 1, seen + 1):
+                    if s[h, c, y] > top:
+                        top, best = s[h, c, y], y
+                norm = 0.0
+                for y in range(seen + 1):
+                    if y == best:
+                        e = 1.0
+                    elif y == 0:
+                        e = math.exp(s[h, c, 0] + log_absent - top) if n_absent > 0 else 0.0
+                    else:
+                        e = math.exp(s[h, c, y] - top)
+                    w[h, y] = e
+                    norm += e
+                for y in range(seen + 1):
+                    w[h, y] /= norm
+                    total += w[h, y] * vw[h, y]
+        at = total if has_w else (1.0 if t == L - 1 else 0.0)
+        # Each key's sum over t of its weight times a_t (keys not yet visible add nothing:
+        # their weight is 0, and the sums never hold -0.0).
+        for h in range(heads):
+            for y in range(seen + 1):
+                cs[h, y] += w[h, y] * at
+
+
+@numba.njit(**_JIT, inline="always")
+def _node_output(qkv, rows, D, cs, heads, d_head, mean_heads, out):  # pragma: no cover - jit
+    """A node's output row ``out`` (overwritten): each head's values weighted by ``cs``,
+    concatenated, or averaged over the heads."""
+    HD = heads * d_head
+    for k in range(out.shape[0]):
+        out[k] = 0.0
+    for h in range(heads):
+        v0 = 2 * HD + h * d_head
+        for i in range(d_head):
+            acc = 0.0
+            for y in range(D):
+                acc += cs[h, y] * qkv[rows[y], v0 + i]
+            if mean_heads:
+                out[i] += acc / heads
+            else:
+                out[h * d_head + i] = acc
+
+
+def aggregated(
+    qkv: torch.Tensor,
+    absent_row: torch.Tensor,
+    node_count: torch.Tensor,
+    node_rows: torch.Tensor,
+    node_times: torch.Tensor,
+    lengths: torch.Tensor,
+    w_agg: torch.Tensor | None,
+    heads: int,
+    d_head: int,
+    mean_heads: bool,
+) -> torch.Tensor:
+    """:func:`attention_readout` on tensors. Shapes: qkv [R, 3 H d_head]; absent_row,
+    node_count, lengths [M]; node_rows, node_times [P_b]; w_agg [d] or None -> [M, d]."""
+    M = len(absent_row)
+    offsets = np.zeros(M + 1, np.int64)
+    np.cumsum(node_count.numpy(), out=offsets[1:])
+    x = qkv.detach().contiguous().numpy()
+    w = np.zeros(0, x.dtype) if w_agg is None else w_agg.detach().to(qkv.dtype).contiguous().numpy()
+    out = np.empty((M, d_head if mean_heads else heads * d_head), x.dtype)
+    attention_readout(
+        x, absent_row.numpy(), offsets, node_rows.numpy(), node_times.numpy(), lengths.numpy(),
+        w, heads, d_head, mean_heads, out,
+    )  # fmt: skip
+    return torch.from_numpy(out)

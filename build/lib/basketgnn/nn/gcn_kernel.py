@@ -1,0 +1,49 @@
+"""The factored weighted sum of the GCN (``weighted_gcn.weighted_sum``) compiled (numba), for
+inference on the CPU: the same additions in the same order as the tensor path's two
+``index_add`` passes, without their gathered [F, C] copies.
+
+    slots[s] = Σ_{q: slot q = s} x[row q]                   (q in entry order)
+    agg[r]   = (Σ_{q: row q = r} slots[slot q] + self_r · x[r]) · scale_r
+
+Shapes: R rows, C features, F entries of B, S slots.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import torch
+
+from basketgnn.jit import jit_options
+
+_JIT = jit_options(__file__)
+
+
+@numba.njit(**_JIT)
+def factored_sum(x, pair_row, pair_slot, num_slots, row_self, row_scale):  # pragma: no cover - jit
+    """Shapes: x [R, C]; pair_row, pair_slot [F]; row_self, row_scale [R] (x's dtype) -> [R, C]."""
+    R, C = x.shape
+    slots = np.zeros((num_slots, C), x.dtype)
+    for q in range(len(pair_row)):
+        s, r = pair_slot[q], pair_row[q]
+        for c in range(C):
+            slots[s, c] += x[r, c]
+    back = np.zeros((R, C), x.dtype)
+    for q in range(len(pair_row)):
+        s, r = pair_slot[q], pair_row[q]
+        for c in range(C):
+            back[r, c] += slots[s, c]
+    for r in range(R):
+        for c in range(C):
+            back[r, c] = (back[r, c] + row_self[r] * x[r, c]) * row_scale[r]
+    return back
+
+
+def weighted_sum(x: torch.Tensor, pair_row: torch.Tensor, pair_slot: torch.Tensor, num_slots: int,
+                 row_self: torch.Tensor, row_scale: torch.Tensor) -> torch.Tensor:  # fmt: skip
+    """:func:`factored_sum` on CPU tensors. Shapes: x [R, C] -> [R, C]."""
+    out = factored_sum(
+        x.detach().contiguous().numpy(), pair_row.numpy(), pair_slot.numpy(), num_slots,
+        row_self.to(x.dtype).numpy(), row_scale.to(x.dtype).numpy(),
+    )  # fmt: skip
+    return torch.from_numpy(out)

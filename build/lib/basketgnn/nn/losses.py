@@ -1,0 +1,58 @@
+"""Training losses over catalogue scores (MODEL.md, training objective).
+
+All take scores [B, I] (logits) and a multi-hot target [B, I] and return a scalar.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def multi_hot(
+    target_items: torch.Tensor, target_offsets: torch.Tensor, num_items: int
+) -> torch.Tensor:
+    """Shapes: target_items [nnz], target_offsets [B + 1] -> [B, num_items] float (0/1)."""
+    B = len(target_offsets) - 1
+    rows = torch.repeat_interleave(torch.arange(B, device=target_items.device), target_offsets.diff())
+    y = torch.zeros(B, num_items, device=target_items.device)
+    y[rows, target_items] = 1.0
+    return y
+
+
+def soft_margin_loss(scores: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Multi-label soft margin: BCE with logits averaged over items, then over users.
+
+    Every user has the same number of items, so that is the plain mean of BCE with logits over
+    [B, I]; torch's fused BCE kernel is ~2x faster (fwd + bwd) than multilabel_soft_margin_loss.
+    """
+    return F.binary_cross_entropy_with_logits(scores, y)
+
+
+def bpr_loss(scores: torch.Tensor, y: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """BPR with one uniformly sampled negative per positive: mean of -log sigmoid(s_pos - s_neg)."""
+    rows, pos = y.nonzero(as_tuple=True)  # [P]
+    # Sample among each row's negatives by drawing random keys and masking positives out.
+    keys = torch.rand(y.shape, generator=generator, device=y.device).masked_fill(y > 0, -1.0)
+    neg = keys[rows].argmax(dim=1)  # [P]
+    return -F.logsigmoid(scores[rows, pos] - scores[rows, neg]).mean()
+
+
+def weighted_mse_loss(scores: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """MSE between sigmoid(scores) and y, each user's positives weighted by #negatives / #positives
+    so both classes weigh the same (the class-weighted MSE of the authors' code)."""
+    pos = y.sum(dim=1, keepdim=True).clamp(min=1)  # [B, 1]
+    weight = torch.where(y > 0, (y.shape[1] - pos) / pos, torch.ones_like(y))
+    return (weight * (torch.sigmoid(scores) - y) ** 2).mean()
+
+
+def compute_loss(
+    name: str, scores: torch.Tensor, y: torch.Tensor, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    if name == "softmargin":
+        return soft_margin_loss(scores, y)
+    if name == "bpr":
+        return bpr_loss(scores, y, generator)
+    if name == "mse":
+        return weighted_mse_loss(scores, y)
+    raise ValueError(f"unknown loss {name!r}")

@@ -1,0 +1,129 @@
+"""Weighted graph convolution over per-user co-occurrence graphs (DNNTSP's first step).
+
+    h_j = Lin( sum_i w(i, j) * x_i )          (Lin with bias; no degree normalisation)
+
+followed by BatchNorm over the feature dimension and ReLU, as published. Graph nodes are the
+distinct rows of :mod:`basketgnn.graph.cooccurrence`, each standing for ``row_weight``
+node-timestamps; BatchNorm weights rows by that multiplicity, so its statistics are exactly
+those over all real node-timestamps (never padding).
+
+The weights come either as a DGL graph with edge weights, or factored
+(:class:`~basketgnn.graph.cooccurrence.FactoredAdjacency`):
+``sum_i w(i, j) x_i = scale_j * ((B^T (B x))_j + self_j * x_j)`` with two sparse sums over the
+entries of B and no co-occurrence edge list (same values; see graph.cooccurrence).
+"""
+
+from __future__ import annotations
+
+import dgl
+import dgl.function as fn
+import torch
+from torch import nn
+
+from basketgnn.graph.cooccurrence import FactoredAdjacency
+from basketgnn.jit import compiled_inference_applies
+from basketgnn.nn import gcn_kernel
+
+
+def weighted_sum(graph: dgl.DGLGraph | FactoredAdjacency, x: torch.Tensor, compiled: bool = True) -> torch.Tensor:
+    """``sum_i w(i, j) x_i`` for every row j (self weight included). Factored, on the CPU and
+    without a gradient to track (scoring, validation), through ``nn.gcn_kernel`` (the same
+    additions in the same order) unless ``compiled`` is False.
+
+    Shapes: x [rows, C] -> [rows, C].
+    """
+    if isinstance(graph, FactoredAdjacency):
+        a = graph
+        if compiled and compiled_inference_applies(x):  # no weights here: only x's gradient
+            return gcn_kernel.weighted_sum(x, a.pair_row, a.pair_slot, a.num_slots, a.row_self, a.row_scale)
+        # [slots, C]: the sum over each slot's rows, then back to the rows of each slot.
+        slots = x.new_zeros(a.num_slots, x.shape[1]).index_add(0, a.pair_slot, x.index_select(0, a.pair_row))
+        back = torch.zeros_like(x).index_add(0, a.pair_row, slots.index_select(0, a.pair_slot))
+        return (back + a.row_self.to(x.dtype).unsqueeze(1) * x) * a.row_scale.to(x.dtype).unsqueeze(1)
+    with graph.local_scope():
+        graph.ndata["x"] = x
+        graph.update_all(fn.u_mul_e("x", "w", "m"), fn.sum("m", "agg"))
+        return graph.ndata["agg"]  # [rows, C]
+
+
+class MultiplicityBatchNorm1d(nn.BatchNorm1d):
+    """BatchNorm1d where row r counts ``weight[r]`` times (0 = not at all).
+
+    Identical to ``nn.BatchNorm1d`` on the expanded rows: biased variance to normalise,
+    unbiased (n / (n - 1)) in the running estimate. Same parameters and buffers, so state dicts
+    are interchangeable.
+
+    Shapes: x [rows, C], weight [rows] -> [rows, C].
+    """
+
+    def forward(self, x: torch.Tensor, weight: torch.Tensor | None = None) -> torch.Tensor:  # type: ignore[override]
+        if weight is None or not self.training:
+            return super().forward(x)
+        w = weight.to(x.dtype).unsqueeze(1)  # [rows, 1]
+        n = w.sum()
+        mean = (w * x).sum(0) / n  # [C]
+        var = (w * (x - mean) ** 2).sum(0) / n  # [C], biased
+        if self.track_running_stats and self.running_mean is not None:
+            with torch.no_grad():
+                assert self.running_var is not None and self.num_batches_tracked is not None
+                self.num_batches_tracked.add_(1)
+                m = self.momentum if self.momentum is not None else 1.0 / float(self.num_batches_tracked)
+                self.running_mean.mul_(1 - m).add_(m * mean)
+                self.running_var.mul_(1 - m).add_(m * var * n / (n - 1).clamp(min=1))
+        out = (x - mean) * torch.rsqrt(var + self.eps)
+        if self.affine:
+            out = out * self.weight + self.bias
+        return out
+
+
+class WeightedGraphConv(nn.Module):
+    """One weighted convolution: ``h_j = Lin(sum_i w_ij x_i)``, then BatchNorm and ReLU.
+
+    Args:
+        in_dim: input feature size.
+        out_dim: output feature size.
+        dropout: dropout on the output (0 = none, as published).
+
+    Shapes: graph with edata["w"] [E] (or factored); x [rows, in_dim]; row_weight [rows] -> [rows, out_dim].
+    """
+
+    #: False: the factored sum always takes the tensor path (tests, benchmarks).
+    compiled: bool = True
+
+    def __init__(self, in_dim: int, out_dim: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.linear = nn.Linear(in_dim, out_dim)
+        self.norm = MultiplicityBatchNorm1d(out_dim)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(
+        self,
+        graph: dgl.DGLGraph | FactoredAdjacency,
+        x: torch.Tensor,
+        row_weight: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        agg = weighted_sum(graph, x, self.compiled)  # [rows, in_dim]
+        return self.dropout(torch.relu(self.norm(self.linear(agg), row_weight)))
+
+
+class WeightedGCN(nn.Module):
+    """A stack of :class:`WeightedGraphConv` layers (the authors use two, d -> d -> d).
+
+    Shapes: x [rows, dim], row_weight [rows] -> [rows, dim].
+    """
+
+    def __init__(self, dim: int, num_layers: int = 2, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(
+            WeightedGraphConv(dim, dim, dropout) for _ in range(num_layers)
+        )
+
+    def forward(
+        self,
+        graph: dgl.DGLGraph | FactoredAdjacency,
+        x: torch.Tensor,
+        row_weight: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer(graph, x, row_weight)
+        return x

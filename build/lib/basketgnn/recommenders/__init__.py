@@ -1,0 +1,1 @@
+"""Recommenders behind one interface (:class:`basketgnn.recommenders.base.Recommender`)."""

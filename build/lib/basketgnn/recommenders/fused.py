@@ -1,0 +1,262 @@
+"""A recommender fused with TIFU-KNN and item transitions: the ranking add-on chosen after
+training, wrapped around any recommender that scores every item.
+
+:class:`FusedRecommender` ranks customer u's item i by
+
+    (1 − λ) · sigmoid(s_{u,i}) + λ · TIFU_{u,i} / max_u TIFU  [+ ν · t_{u,i}]
+
+where s is the wrapped recommender's score, TIFU-KNN's score is tuned and λ (and ν, the
+item-transition weight) are chosen on the validation customers (:func:`choose`,
+:mod:`basketgnn.scoring.fusion`, :mod:`basketgnn.scoring.transitions`). λ = 1 is TIFU-KNN alone
+(plus ν · t), which does not run the wrapped model; λ = 0 is the model alone, and :func:`choose`
+then returns no wrapper.
+
+When the wrapped recommender gives its scores in shared form (``shared_scores``: DNNTSP's
+default configuration), ``rank`` reads a few candidates per customer
+(:func:`basketgnn.scoring.candidates.fused_top_k`), with the same items and values as ranking
+the dense fused matrix. On several threads the fusion's neighbour search runs in parts on helper
+threads while the calling thread runs the model's forward.
+
+The fusion's state is its own section of a checkpoint (:data:`SECTION`), beside the model's.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from basketgnn.data.dataset import BasketData
+from basketgnn.data.split import Instances
+from basketgnn.recommenders.neural import rank_dense, torch_threads
+from basketgnn.scoring.candidates import SharedScores
+from basketgnn.scoring.fusion import ScoreFusion
+from basketgnn.scoring.fusion_choice import choose_fusion, fusion_choice
+from basketgnn.scoring.sparse import SparseScores
+from basketgnn.scoring.tifu import DEFAULT_POOL_CAP
+
+#: The checkpoint section holding the fusion's options, choice and state.
+SECTION = "fusion"
+#: Validation rows fused at a time while choosing (memory: chunk x I float64).
+CHOICE_CHUNK = 2048
+#: Instances per part of the neighbour search when ``rank`` runs on several threads: small
+#: enough that the parts even out the threads' ends.
+SEARCH_PART = 256
+
+
+class FusionOptions(BaseModel):
+    """How a trained model is fused with TIFU-KNN after training (keys of a model's config file)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    fusion: Literal["tifu", "off"] = Field(
+        "tifu",
+        description="After training, rank by (1 - w) * sigmoid(score) + w * TIFU-KNN's score "
+        "scaled to [0, 1], w chosen on the validation customers from 0 (model alone) to 1 "
+        "(TIFU-KNN alone) (tifu), or by the model alone (off).",
+    )
+    transitions: bool = Field(
+        True,
+        description="With fusion: tifu, also try adding nu * the customer's item-transition "
+        "score (what training customers buy in the basket after one holding the customer's "
+        "items), nu chosen on the validation customers, 0 included.",
+    )
+    neighbour_pool_cap: int | None = Field(
+        DEFAULT_POOL_CAP,
+        ge=1,
+        description="With fusion: tifu, search TIFU-KNN's neighbours among at most this many "
+        "training customers, a seeded sample (null: every training customer).",
+    )
+
+    @classmethod
+    def split(cls, values: dict[str, Any]) -> tuple[dict[str, Any], FusionOptions]:
+        """A config mapping's fusion keys taken out: (the rest, these options). YAML reads a
+        bare ``off`` as false, which means ``fusion: off``."""
+        mine = {k: v for k, v in values.items() if k in cls.model_fields}
+        if mine.get("fusion") is False:
+            mine["fusion"] = "off"
+        return {k: v for k, v in values.items() if k not in cls.model_fields}, cls(**mine)
+
+
+def choose(
+    base: Any, data: BasketData, train: Instances, validate: Instances, options: FusionOptions
+) -> tuple[FusedRecommender | None, dict[str, Any] | None]:
+    """The fusion ``options`` ask for, chosen on the validation customers from ``base``'s
+    validation scores (``base.validation_scores`` where it has one, else ``score``).
+
+    Returns (the wrapper, or None when the model alone validated best; the choice as a record:
+    weight, TIFU parameters, every grid point's criterion, a one-line ``description``), or
+    (None, None) when ``options.fusion`` is off.
+    """
+    if options.fusion == "off":
+        return None, None
+    scores_of = getattr(base, "validation_scores", base.score)
+    fusion = choose_fusion(
+        scores_of(data, validate), data, train, validate, chunk=CHOICE_CHUNK,
+        pool_cap=options.neighbour_pool_cap, transitions=options.transitions,
+    )
+    choice = fusion_choice(fusion)
+    return (FusedRecommender(base, fusion) if fusion.weight > 0 else None), choice
+
+
+class FusedRecommender:
+    """``base``'s scores fused with TIFU-KNN (module docstring); ``fusion.weight`` > 0."""
+
+    def __init__(self, base: Any, fusion: ScoreFusion) -> None:
+        if fusion.weight <= 0 or fusion.scorer is None:
+            raise ValueError("a fused recommender needs a fusion weight above 0 and its TIFU pool")
+        self.base = base
+        self.fusion = fusion
+        self.name = base.name
+
+    @property
+    def item_ids(self) -> Any:
+        """The wrapped model's catalogue."""
+        return self.base.item_ids
+
+    @property
+    def checkpoint(self) -> dict[str, Any]:
+        """The extras of the wrapped model's checkpoint (empty when trained in this process)."""
+        return self.base.checkpoint
+
+    def with_threads(self, threads: int | None) -> FusedRecommender:
+        """Scoring on ``threads`` CPU threads (None: as configured); the same rows either way."""
+        self.base.with_threads(threads)
+        return self
+
+    @property
+    def needs_model(self) -> bool:
+        """False for TIFU-KNN alone (λ = 1): the wrapped model's scores do not matter."""
+        return self.fusion.weight < 1
+
+    def fit(self, data: BasketData, train: Instances, validate: Instances | None = None) -> FusedRecommender:
+        raise RuntimeError("a fused recommender is made by recommenders.fused.choose after training")
+
+    def search(self, data: BasketData, instances: Instances) -> SparseScores | None:
+        """The fusion's addend λ · q (+ ν · t) of every instance: TIFU-KNN's neighbour search
+        and the item transitions (compiled kernels that release the GIL)."""
+        return self.fusion.prepare(data, instances)
+
+    def score(self, data: BasketData, instances: Instances) -> np.ndarray:
+        """Fused scores. Shapes: -> [len(instances), I] float64."""
+        if not self.needs_model:
+            return self.fusion.apply(np.zeros((len(instances), data.n_items), np.float32), data, instances)
+        # The search (GIL released) runs beside the model's scoring; deterministic either way.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            found = pool.submit(self.search, data, instances)
+            logits = self.base.score(data, instances)
+            return self.fusion.apply(logits, data, instances, found.result())
+
+    def rank(self, data: BasketData, instances: Instances, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each instance's top k of :meth:`score`, best first, ties to the lower item.
+
+        Shapes: -> (items [n, min(k, I)] int64, scores [n, min(k, I)] float32).
+        """
+        k = min(int(k), data.n_items)
+        n = len(instances)
+        if n == 0:
+            return np.zeros((0, k), np.int64), np.zeros((0, k), np.float32)
+        self.base.setup()
+        shared = self.base.shared_scores if getattr(self.base, "has_shared_scores", False) else None
+        if self.fusion.transform != "sigmoid" or (self.needs_model and shared is None):
+            return rank_dense(self.score(data, instances), k)
+        if not self.needs_model:
+            none = SharedScores(np.zeros(data.n_items, np.float32), np.zeros(n + 1, np.int64),
+                                np.zeros(0, np.int64), np.zeros(0, np.float32))  # fmt: skip
+            return _as_float32(self.fusion.top_k_shared(none, k, self.search(data, instances)))
+        threads = self.base.threads
+        if threads <= 1:
+            found = self.search(data, instances)
+            scores = shared(data, instances)
+        else:
+            scores, found = self._forward_beside_search(data, instances, threads, shared)
+        if scores is None:  # the model's configuration has no shared form
+            return rank_dense(self.score(data, instances), k)
+        return _as_float32(self.fusion.top_k_shared(scores, k, found))
+
+    def _forward_beside_search(
+        self, data: BasketData, instances: Instances, threads: int, shared: Callable[..., SharedScores | None]
+    ) -> tuple[SharedScores | None, SparseScores]:
+        """The search in small parts on threads - 1 helpers while this thread runs the model's
+        forward (one torch thread), then takes the parts still left: the two kinds of work
+        overlap instead of queueing, and the parts even out the end. Each part's result is the
+        one a single search gives its customers, so the output does not depend on who searched
+        what."""
+        n_parts = max(1, -(-len(instances) // SEARCH_PART))
+        parts = SharedParts(
+            [Instances(instances.users[idx], instances.n_history[idx])
+             for idx in np.array_split(np.arange(len(instances)), n_parts)],
+            lambda part: self.search(data, part),
+        )  # fmt: skip
+        with ThreadPoolExecutor(max_workers=threads - 1) as pool, torch_threads(1):
+            helpers = [pool.submit(parts.drain) for _ in range(threads - 1)]
+            try:
+                scores = shared(data, instances)
+                parts.drain()
+            except BaseException:
+                parts.stop()  # the helpers finish their part and stop; the error goes up
+                raise
+            for h in helpers:
+                h.result()  # a part's error
+        return scores, SparseScores.concat(parts.results())
+
+    def params(self) -> dict[str, Any]:
+        p = dict(self.base.params())
+        choice = fusion_choice(self.fusion)
+        p["fusion_used"] = {k: v for k, v in choice.items() if k not in ("kind", "grid", "description")}
+        return p
+
+    def state(self) -> dict[str, Any]:
+        """The fusion's checkpoint section (:func:`from_section` reads it back)."""
+        return self.fusion.state()
+
+
+def from_section(base: Any, state: dict[str, Any] | None) -> Any:
+    """``base`` wrapped by the fusion a checkpoint section stored (``base`` itself when the
+    section holds none: the model alone validated best, or the fusion was off). The section:
+    ``{"options": FusionOptions, "choice": the choice record, "state": state()}``."""
+    if not state or state.get("state") is None:
+        return base
+    fusion = ScoreFusion.from_state(state["state"])
+    return FusedRecommender(base, fusion) if fusion.weight > 0 else base
+
+
+class SharedParts:
+    """Parts of a job that any number of threads take in turn, each part once (``drain``);
+    ``results`` in part order. An error in a part is raised by the thread that ran it, and the
+    other threads stop taking parts (as after ``stop``)."""
+
+    def __init__(self, parts: list[Any], run: Callable[[Any], Any]) -> None:
+        self._parts, self._run = parts, run
+        self._results: list[Any] = [None] * len(parts)
+        self._next = 0
+        self._failed = False
+        self._lock = threading.Lock()
+
+    def drain(self) -> None:
+        while True:
+            with self._lock:
+                i = self._next
+                if self._failed or i >= len(self._parts):
+                    return
+                self._next += 1
+            try:
+                self._results[i] = self._run(self._parts[i])
+            except BaseException:
+                self.stop()
+                raise
+
+    def stop(self) -> None:
+        """No part is started after this (the ones running finish)."""
+        self._failed = True
+
+    def results(self) -> list[Any]:
+        return self._results
+
+
+def _as_float32(ranked: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    return ranked[0], ranked[1].astype(np.float32)

@@ -1,0 +1,341 @@
+"""Compiled per-customer kernels of TIFU-KNN (numba): the decayed customer vectors
+(:func:`decayed_rows`), the neighbour search with the fused kept scores of each α
+(:func:`tifu_kept_scores`, the fusion's TIFU score) and the ranking of every (k, α) of a tuning
+grid (:func:`tifu_ranked`, :func:`~basketgnn.scoring.tifu.tune_tifu`).
+
+They compute the same float operations on the same values in the same order as the batch
+NumPy / SciPy formulation in :mod:`basketgnn.scoring.tifu` (``NeighbourIndex.nearest`` and
+``mean``, ``combine``, ``SparseScores.top_scaled``), so they give the same bits; the tests
+compare the two. A customer's work touches only its own entries (its items' pool rows, its
+neighbours' items, its candidates) inside scratch arrays reused from customer to customer: no
+dense [chunk, P] or [chunk, I] block and no full-width top-k.
+
+Orders that fix the bits:
+
+- a dot product q · v_p sums over the query's items in ascending item order;
+- a neighbour mean sums w · v_n over the neighbours in ascending pool row order, with
+  w = 1 / (number of neighbours found);
+- TIFU's fused value is float32(α · own + (1 − α) · mean);
+- a customer vector sums its baskets' weights per item in entry order (a repeated entry
+  counts again).
+
+The kernels release the GIL (``nogil``): the recommender runs them on worker threads beside the
+model. They run one customer after another; nothing is parallel inside them.
+
+Shapes in this module: n customers, P pool customers, I items.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from basketgnn.jit import jit_options
+from basketgnn.scoring.select_kernel import (
+    insert_ranked,
+    scatter_add,
+    scatter_add_listed,
+    smallest_positions,
+    sort_by_key,
+    top_scaled_row,
+)
+
+_JIT = jit_options(__file__)
+
+
+@numba.njit(**_JIT)
+def _distances(
+    u, own_ptr, own_idx, own_val, same_ptr, same_rows, inv_ptr, inv_rows, inv_val, sq_norms, dots, dist,
+):  # pragma: no cover - jit
+    """dist[p] = ||v_p||² − 2 q_u · v_p for every pool row p (infinite for u's ``same_rows``),
+    each dot product summed over u's items in ascending order. ``dots`` is zero before and after.
+
+    Shapes: dots, dist [P] float64 (scratch / output)."""
+    for e in range(own_ptr[u], own_ptr[u + 1]):
+        q = own_val[e]
+        i = own_idx[e]
+        scatter_add(dots, inv_rows, inv_val, inv_ptr[i], inv_ptr[i + 1], q)
+    for p in range(len(sq_norms)):
+        dist[p] = sq_norms[p] - 2.0 * dots[p]
+        dots[p] = 0.0
+    for e in range(same_ptr[u], same_ptr[u + 1]):
+        dist[same_rows[e]] = np.inf
+
+
+@numba.njit(**_JIT)
+def _neighbour_sum(u, neighbours, w, own_ptr, pool_ptr, pool_idx, pool_val, mean, seen, cand):  # pragma: no cover - jit
+    """mean += Σ w · v_p over ``neighbours`` (ascending rows). When u's and the neighbours'
+    entries are few, the neighbours' items are listed in cand[:n] as they come (flagged in
+    ``seen``) and n is returned; else -1: the candidates are to be listed by a scan of the
+    catalogue (``seen`` is not touched).
+
+    Shapes: neighbours [k]; mean [I] float64; seen [I] int64 (0/1); cand [I] int64."""
+    entries = own_ptr[u + 1] - own_ptr[u]
+    for p in neighbours:
+        entries += pool_ptr[p + 1] - pool_ptr[p]
+    scan = entries > len(mean) // 4
+    n_cand = 0
+    for p in neighbours:
+        n_cand = scatter_add_listed(mean, pool_idx, pool_val, pool_ptr[p], pool_ptr[p + 1], w, not scan, seen, cand, n_cand)
+    return -1 if scan else n_cand
+
+
+@numba.njit(**_JIT)
+def _list_own(u, own_ptr, own_idx, seen, cand, n_cand):  # pragma: no cover - jit
+    """u's own items appended to cand[n_cand:] unless already flagged in ``seen`` (then
+    flagged; branch-free). Returns the new n_cand."""
+    for e in range(own_ptr[u], own_ptr[u + 1]):
+        i = own_idx[e]
+        cand[n_cand] = i
+        n_cand += 1 - seen[i]
+        seen[i] = 1
+    return n_cand
+
+
+@numba.njit(**_JIT)
+def _neighbour_mean(u, neighbours, w, own_ptr, own_idx, own, pool_ptr, pool_idx, pool_val, mean, seen, cand):  # pragma: no cover - jit
+    """mean += Σ w · v_p over ``neighbours`` (ascending rows), and the candidate items (the
+    neighbours' and u's own, ``own`` already set) in cand[:n], listed as they come, or by a
+    scan of the catalogue when they are many. Returns n.
+
+    Shapes: neighbours [k]; own, mean [I] float64; seen [I] int64 (0/1); cand [I] int64."""
+    n_cand = _neighbour_sum(u, neighbours, w, own_ptr, pool_ptr, pool_idx, pool_val, mean, seen, cand)
+    if n_cand < 0:
+        n_cand = 0
+        for i in range(len(mean)):
+            cand[n_cand] = i
+            n_cand += (mean[i] != 0.0) | (own[i] != 0.0)  # both are > 0 where set
+    else:
+        n_cand = _list_own(u, own_ptr, own_idx, seen, cand, n_cand)
+    return n_cand
+
+
+@numba.njit(**_JIT)
+def _fused_positive(cand, n_cand, own, mean, alpha, fused, fused_items):  # pragma: no cover - jit
+    """TIFU's value float32(α · own + (1 − α) · mean) of each candidate item, the positive ones
+    written to fused (float64, exact) and fused_items in candidate order. Returns their number.
+
+    Shapes: cand [≥ n_cand]; own, mean [I]; fused, fused_items [≥ n_cand] (outputs)."""
+    rest = 1.0 - alpha
+    n_pos = 0
+    for c in range(n_cand):
+        i = cand[c]
+        v = np.float32(alpha * own[i] + rest * mean[i])
+        if v > 0:
+            fused[n_pos] = v
+            fused_items[n_pos] = i
+            n_pos += 1
+    return n_pos
+
+
+@numba.njit(**_JIT)
+def _fused_scan(own, mean, alpha, clear, keys, items):  # pragma: no cover - jit
+    """The negated TIFU values −float32(α · own + (1 − α) · mean) of the items with a positive
+    one, in keys (float64, exact) and items, in item order (branch-free); with ``clear``, own
+    and mean are set to 0 on the way. Returns their number.
+
+    Shapes: own, mean [I]; keys, items [I] (outputs)."""
+    rest = 1.0 - alpha
+    n_pos = 0
+    for i in range(len(mean)):
+        v = np.float32(alpha * own[i] + rest * mean[i])
+        keys[n_pos] = -np.float64(v)
+        items[n_pos] = i
+        n_pos += v > 0
+        if clear:
+            own[i] = 0.0
+            mean[i] = 0.0
+    return n_pos
+
+
+@numba.njit(**_JIT)
+def tifu_ranked(
+    own_ptr, own_idx, own_val, same_ptr, same_rows, pool_ptr, pool_idx, pool_val,
+    inv_ptr, inv_rows, inv_val, sq_norms, ks, alphas, cut, n_items,
+):  # pragma: no cover - jit
+    """TIFU-KNN's ranking of each query for every (k, α) of a tuning grid: the first ``cut``
+    items of float32(α · q_u + (1 − α) · m_u) by value desc, item asc, where m_u is the mean
+    of u's k nearest pool rows (nearest first, ties to the lower row; infinite distances are
+    not neighbours), summed over them in ascending row order. ``metrics.top_k`` of
+    ``tifu.combine(own, NeighbourIndex.mean(nearest[:, :k]), α)``, bit for bit, for vectors
+    without negative entries (items outside the candidates score 0 and fill the ranking's end,
+    lowest first).
+
+    Shapes: as :func:`tifu_kept_scores`; ks [K] ascending, alphas [A] -> [K, A, n, cut] int64.
+    """
+    n = len(own_ptr) - 1
+    n_pool = len(sq_norms)
+    out = np.empty((len(ks), len(alphas), n, cut), np.int64)
+    dots = np.zeros(n_pool)
+    dist = np.empty(n_pool)
+    k_max = min(ks[-1], n_pool)
+    rows = np.arange(n_pool)
+    nearest = np.empty(max(k_max, 1), np.int64)
+    pos = np.empty(n_pool, np.int64)
+    work = np.empty(n_pool)
+    mean = np.zeros(n_items)
+    own = np.zeros(n_items)
+    positive = np.zeros(n_items, np.bool_)
+    seen = np.zeros(n_items, np.int64)
+    cand = np.empty(n_items, np.int64)
+    fused = np.empty(n_items)
+    fused_items = np.empty(n_items, np.int64)
+    best_v = np.empty(cut)
+    best_i = np.empty(cut, np.int64)
+    for u in range(n):
+        _distances(u, own_ptr, own_idx, own_val, same_ptr, same_rows, inv_ptr, inv_rows, inv_val, sq_norms, dots, dist)
+        size = smallest_positions(dist, rows, n_pool, k_max, pos, nearest, work)
+        by_distance = sort_by_key(dist, nearest, size)  # nearest first, rows ascending among equals
+        for e in range(own_ptr[u], own_ptr[u + 1]):
+            own[own_idx[e]] = own_val[e]
+        for kk in range(len(ks)):
+            first = by_distance[: min(ks[kk], size)]
+            n_found = 0
+            for j in range(len(first)):
+                n_found += dist[first[j]] < np.inf  # infinite ones sort last
+            neighbours = np.sort(first[:n_found])
+            w = 1.0 / max(n_found, 1)
+            n_cand = _neighbour_mean(u, neighbours, w, own_ptr, own_idx, own, pool_ptr, pool_idx, pool_val, mean, seen, cand)
+            for a in range(len(alphas)):
+                n_pos = _fused_positive(cand, n_cand, own, mean, alphas[a], fused, fused_items)
+                size_best = 0
+                for c in range(n_pos):
+                    positive[fused_items[c]] = True
+                    size_best = insert_ranked(best_v, best_i, size_best, cut, fused[c], fused_items[c])
+                for c in range(size_best):
+                    out[kk, a, u, c] = best_i[c]
+                i = 0
+                for c in range(size_best, cut):  # the rest score 0: lower items first
+                    while positive[i]:
+                        i += 1
+                    out[kk, a, u, c] = i
+                    i += 1
+                for c in range(n_cand):
+                    positive[cand[c]] = False
+            for c in range(n_cand):
+                i = cand[c]
+                seen[i] = 0
+                mean[i] = 0.0
+        for e in range(own_ptr[u], own_ptr[u + 1]):
+            own[own_idx[e]] = 0.0
+    return out
+
+
+@numba.njit(**_JIT)
+def tifu_kept_scores(
+    own_ptr, own_idx, own_val, same_ptr, same_rows, pool_ptr, pool_idx, pool_val,
+    inv_ptr, inv_rows, inv_val, sq_norms, k, alphas, top, n_items,
+):  # pragma: no cover - jit
+    """TIFU-KNN's kept scores of each query, for each α (``scoring.tifu``, float64 search).
+
+    For query u: distances ||v_p||² − 2 q_u · v_p to every pool row p (rows in ``same_rows``
+    of u: infinite), the k smallest (ties to the lower row; infinite ones are not neighbours),
+    the neighbours' mean m_u, and for each α the ``top`` largest positive entries of
+    float32(α · q_u + (1 − α) · m_u) (ties to the lower item), divided by the largest.
+
+    Shapes: own_* CSR [n, I] (items ascending); same_ptr [n + 1], same_rows [*]; pool_* CSR
+    [P, I] (items ascending); inv_* its transpose [I, P] (rows ascending); sq_norms [P];
+    alphas [A] -> (offsets [A, n + 1], items [A, ≥ nnz] int64, values [A, ≥ nnz] float64): row u
+    of α number a is items[a, offsets[a, u]:offsets[a, u + 1]].
+    """
+    n = len(own_ptr) - 1
+    n_pool = len(sq_norms)
+    n_alpha = len(alphas)
+    # Rows written one after another (CSR), in buffers sized for ``top`` entries a row.
+    offsets = np.zeros((n_alpha, n + 1), np.int64)
+    out_items = np.empty((n_alpha, n * top), np.int64)
+    out_values = np.empty((n_alpha, n * top), np.float64)
+    dots = np.zeros(n_pool)
+    dist = np.empty(n_pool)
+    k_eff = min(k, n_pool)
+    rows = np.arange(n_pool)
+    nearest = np.empty(max(k_eff, 1), np.int64)
+    pos = np.empty(n_pool, np.int64)
+    scratch = (np.empty(n_items, np.int64), np.empty(top, np.int64), np.empty(n_items), np.empty(n_items))
+    work = np.empty(n_pool)
+    mean = np.zeros(n_items)
+    own = np.zeros(n_items)
+    seen = np.zeros(n_items, np.int64)
+    cand = np.empty(n_items, np.int64)
+    keys = np.empty(n_items)  # −fused value (float32 values, held exactly)
+    fused_items = np.empty(n_items, np.int64)
+    for u in range(n):
+        _distances(u, own_ptr, own_idx, own_val, same_ptr, same_rows, inv_ptr, inv_rows, inv_val, sq_norms, dots, dist)
+        # The k smallest (distance, row); infinite ones are not neighbours.
+        size = smallest_positions(dist, rows, n_pool, k_eff, pos, nearest, work)
+        n_found = 0
+        for j in range(size):
+            if dist[nearest[j]] < np.inf:
+                nearest[n_found] = nearest[j]
+                n_found += 1
+        neighbours = nearest[:n_found]  # ascending rows
+        w = 1.0 / max(n_found, 1)
+        for e in range(own_ptr[u], own_ptr[u + 1]):
+            own[own_idx[e]] = own_val[e]
+        n_cand = _neighbour_sum(u, neighbours, w, own_ptr, pool_ptr, pool_idx, pool_val, mean, seen, cand)
+        if n_cand < 0:
+            # Many candidates: each α's values over the whole catalogue, in item order (an item
+            # outside the candidates has own = mean = 0, so value 0, not kept), the last pass
+            # clearing own and mean.
+            for a in range(n_alpha):
+                n_pos = _fused_scan(own, mean, alphas[a], a == n_alpha - 1, keys, fused_items)
+                at = offsets[a, u]
+                kept = top_scaled_row(keys, fused_items, n_pos, top, scratch, out_items[a, at:], out_values[a, at:])
+                offsets[a, u + 1] = at + kept
+            if n_alpha == 0:
+                mean[:] = 0.0
+                own[:] = 0.0
+            continue
+        n_cand = _list_own(u, own_ptr, own_idx, seen, cand, n_cand)  # then u's own items
+        for a in range(n_alpha):
+            n_pos = _fused_positive(cand, n_cand, own, mean, alphas[a], keys, fused_items)
+            for c in range(n_pos):
+                keys[c] = -keys[c]
+            at = offsets[a, u]
+            kept = top_scaled_row(keys, fused_items, n_pos, top, scratch, out_items[a, at:], out_values[a, at:])
+            offsets[a, u + 1] = at + kept
+        for c in range(n_cand):
+            i = cand[c]
+            seen[i] = 0
+            mean[i] = 0.0
+            own[i] = 0.0
+    return offsets, out_items, out_values
+
+
+@numba.njit(**_JIT)
+def decayed_rows(instance_ptr, basket_ptr, basket_items, basket_weights, n_items):  # pragma: no cover - jit
+    """Each instance's Σ over its baskets' entries of the basket's weight, per item (a repeated
+    entry counts again), summed in entry order: ``np.bincount`` of the (instance, item) keys
+    with the entries' weights, as a CSR with ascending items.
+
+    Shapes: instance_ptr [n + 1] (baskets of each instance); basket_ptr [B + 1], basket_items
+    [nnz]; basket_weights [B] -> (indptr [n + 1], items [≥ m] int64, values [≥ m] float64).
+    """
+    n = len(instance_ptr) - 1
+    indptr = np.zeros(n + 1, np.int64)
+    out_items = np.empty(len(basket_items), np.int64)
+    out_values = np.empty(len(basket_items))
+    acc = np.zeros(n_items)
+    seen = np.zeros(n_items, np.int64)
+    touched = np.empty(n_items, np.int64)
+    m = 0
+    for u in range(n):
+        n_t = 0
+        for b in range(instance_ptr[u], instance_ptr[u + 1]):
+            w = basket_weights[b]
+            for e in range(basket_ptr[b], basket_ptr[b + 1]):
+                i = basket_items[e]
+                acc[i] += w
+                touched[n_t] = i  # listed only the first time (branch-free)
+                n_t += 1 - seen[i]
+                seen[i] = 1
+        listed = np.sort(touched[:n_t])
+        for j in range(n_t):
+            i = listed[j]
+            out_items[m] = i
+            out_values[m] = acc[i]
+            m += 1
+            acc[i] = 0.0
+            seen[i] = 0
+        indptr[u + 1] = m
+    return indptr, out_items, out_values

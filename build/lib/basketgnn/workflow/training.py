@@ -1,0 +1,137 @@
+"""The one way to make, train and load a model: ``basketgnn train``, the demo, the pipeline's fit
+stage and the ablation all call :func:`train`, and every command that reads a checkpoint calls
+:func:`load_trained`.
+
+Training a neural model is two steps on one checkpoint: the engine trains the model and writes
+best.pt (:mod:`basketgnn.engine`), then the fusion with TIFU-KNN is chosen on the validation
+customers (:func:`basketgnn.recommenders.fused.choose`) and stored as the checkpoint's
+``fusion`` section: the fusion options, the choice (None when off) and the fusion's state (None
+when the model alone validated best). A baseline is fitted in memory.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from basketgnn import registry
+from basketgnn.data.dataset import BasketData
+from basketgnn.data.split import Split
+from basketgnn.engine import distributed
+from basketgnn.engine.checkpoint import add_extras, set_section
+from basketgnn.errors import UserError
+from basketgnn.recommenders import fused
+from basketgnn.recommenders.base import Recommender
+from basketgnn.recommenders.neural import NeuralRecommender
+from basketgnn.workflow.config import Settings, settings_from
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One model to train: a registry name, its options (a baseline's constructor options, or a
+    neural model's :class:`Settings` or a mapping of config keys) and, for neural models, the
+    folder its training writes (best.pt, resume.pt, train_log.jsonl; None: nowhere) and the
+    checkpoint its training starts from (warm start; None: from scratch)."""
+
+    name: str
+    options: Any = None
+    out_dir: Path | None = None
+    label: str | None = None  # shown and recorded instead of the name (an ablation variant)
+    warm_start: Path | None = None
+    # Where the training data came from, added to the checkpoint's extras so that commands that
+    # read it find its data: :func:`data_stamp`.
+    stamp: dict[str, str] | None = None
+
+
+def data_stamp(data: str | Path, split_spec: str | Path) -> dict[str, str]:
+    """The checkpoint stamp of a training run: its data (a path) and its split (a split file or
+    a split kind)."""
+    return {"data": str(Path(data).resolve()), "split_spec": str(split_spec)}
+
+
+@dataclass
+class FitOutcome:
+    """A fitted model: the recommender (fused when validation chose a fusion), the seconds
+    fitting took, the engine's training summary (neural models trained here) and the fusion's
+    choice record (None: off, or a baseline)."""
+
+    entry: ModelEntry
+    recommender: Recommender
+    fit_s: float
+    training: Any = None
+    fusion: dict[str, Any] | None = None
+
+
+def settings(entry: ModelEntry) -> Settings:
+    """A neural entry's settings (its options as given, or read as config keys)."""
+    if isinstance(entry.options, Settings):
+        return entry.options
+    return settings_from(dict(entry.options or {}), entry.name)
+
+
+def train(
+    entry: ModelEntry,
+    data: BasketData,
+    sp: Split,
+    *,
+    progress: bool = False,
+    on_epoch: Callable[[dict[str, Any]], None] | None = None,
+) -> FitOutcome:
+    """Fit ``entry`` on the split's training part; its validation part chooses the best epoch,
+    a baseline's tuning and the fusion."""
+    registry.check_name(entry.name)
+    t0 = time.perf_counter()
+    if not registry.is_neural(entry.name):
+        if entry.warm_start is not None:
+            raise UserError(f"{entry.name} is a baseline: only trained models start from a checkpoint.")
+        model = registry.make_baseline(entry.name, **(entry.options or {}))
+        model.fit(data, sp["train"], sp["validate"])
+        return FitOutcome(entry, model, time.perf_counter() - t0)
+    s = settings(entry)
+    base = NeuralRecommender(
+        registry.get_spec(entry.name), s.model, out_dir=entry.out_dir, progress=progress,
+        on_epoch=on_epoch, warm_start=entry.warm_start, extras={"fusion_options": s.fusion.model_dump()},
+    )
+    base.fit(data, sp["train"], sp["validate"])
+    if distributed.current_rank() != 0:  # other ranks of a torchrun: rank 0 chooses and writes
+        return FitOutcome(entry, base, time.perf_counter() - t0, base.result)
+    model, choice = fused.choose(base, data, sp["train"], sp["validate"], s.fusion)
+    best = Path(entry.out_dir) / "best.pt" if entry.out_dir is not None else None
+    if best is not None and best.is_file():
+        section = {"options": s.fusion.model_dump(), "choice": choice, "state": model.state() if model else None}
+        set_section(best, fused.SECTION, section)
+        if entry.stamp:
+            add_extras(best, **entry.stamp)
+    return FitOutcome(entry, model or base, time.perf_counter() - t0, base.result, choice)
+
+
+def load_trained(path: str | Path, device: str | None = None, *, model_only: bool = False) -> Any:
+    """The recommender a checkpoint holds: the model, wrapped by its fusion when validation chose
+    one (``model_only``: never). A checkpoint whose training stopped before the fusion was chosen
+    ranks by the model alone, with a warning."""
+    from basketgnn.engine.checkpoint import load_checkpoint
+
+    ckpt = load_checkpoint(path, device or "cpu")
+    base = NeuralRecommender(ckpt.spec, ckpt.config)
+    base.model, base.item_ids, base.checkpoint = ckpt.module, ckpt.item_ids, ckpt.extras
+    section = ckpt.sections.get(fused.SECTION)
+    wanted = (ckpt.extras.get("fusion_options") or {}).get("fusion", "off") != "off"
+    if wanted and section is None:
+        import warnings
+
+        warnings.warn(
+            f"{path}: the run stopped before choosing its fusion with TIFU-KNN; this checkpoint "
+            "ranks by the model alone. Rerun the same `basketgnn train` to finish it.",
+            stacklevel=2,
+        )
+    if section is not None and section["choice"] is not None:
+        base.checkpoint = {**base.checkpoint, "fusion_choice": section["choice"]}
+    return base if model_only else fused.from_section(base, section)
+
+
+def describe_choice(choice: dict[str, Any] | None) -> str:
+    """One line on what the fusion step chose (empty when it was off)."""
+    return str(choice["description"]) if choice else ""
