@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from basketgnn.pipeline.run import ColumnsSpec, InputSpec, load_job
+from basketgnn.pipeline.schema import ColumnsSpec, InputSpec, load_job
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "pipelines" / "example.yaml"
 
@@ -20,7 +20,7 @@ def test_example_sets_every_input_and_column_key():
 
 
 def test_example_documents_the_nightly_keys():
-    from basketgnn.pipeline.run import NeighboursSpec, TrainSpec
+    from basketgnn.pipeline.schema import NeighboursSpec, TrainSpec
 
     raw = yaml.safe_load(EXAMPLE.read_text())
     assert set(raw["train"]) == set(TrainSpec.model_fields)

@@ -13,7 +13,8 @@ from test_pipeline import run, status, write_job
 
 from basketgnn.data.synth import generate_log, write_log
 from basketgnn.errors import UserError
-from basketgnn.pipeline.run import RUNS_FILE, load_job, successful_runs
+from basketgnn.pipeline.history import RUNS_FILE, successful_runs
+from basketgnn.pipeline.schema import load_job
 
 NIGHTLY = {"warm_start": "previous", "sample_customers": 80, "sample_seed": 1}
 DNNTSP = {"epochs": 1, "embed_dim": 8, "threads": 1, "lr": 0.01, "fusion": "off"}

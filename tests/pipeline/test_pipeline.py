@@ -496,7 +496,8 @@ def test_recommend_model_auto_uses_the_best_on_validation_and_says_why(log, tmp_
 def test_evaluation_on_a_seeded_sample_of_test_customers_while_everyone_is_recommended(log, tmp_path):
     from basketgnn.data.dataset import BasketData
     from basketgnn.data.split import make_split
-    from basketgnn.pipeline.run import EvaluateSpec, evaluation_split
+    from basketgnn.pipeline.run import evaluation_split
+    from basketgnn.pipeline.schema import EvaluateSpec
 
     config = write_job(tmp_path / "s", log[0], **copy.deepcopy(BASELINES_ONLY), evaluate={"customers": 40})
     summary = run(config)
