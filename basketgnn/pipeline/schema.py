@@ -17,12 +17,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from basketgnn import registry
-from basketgnn.data.ingest import DEFAULT_MAX_BASKET_ITEMS
+from basketgnn.data.ingest.options import Columns, PrepareOptions
 from basketgnn.errors import UserError
 from basketgnn.workflow.config import describe_validation_error, load_yaml, resolve_path
 
 if TYPE_CHECKING:
-    from basketgnn.data.ingest import Columns, PrepareOptions
     from basketgnn.workflow.config import Settings
 
 #: ``train.warm_start`` value: the model's checkpoint of the last successful run (on other data).
@@ -36,70 +35,22 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class ColumnsSpec(_Section):
-    customer: str = Field("customer_id", description="Customer id column.")
-    item: str = Field("item_id", description="Item id column.")
-    basket: str | None = Field(
-        "basket_id", description="Basket id column; null when the log has none."
-    )
-    timestamp: str | None = Field(
-        "timestamp", description="Timestamp column; null when the log has none."
-    )
-    quantity: str | None = Field(
-        None, description="Quantity column (rows with quantity <= 0 are returns); null: none."
-    )
+class InputSpec(PrepareOptions):
+    """The transaction log and how it is prepared: the options of ``basketgnn prepare``
+    (:class:`~basketgnn.data.ingest.PrepareOptions`, declared once) plus where the log is."""
 
-
-class InputSpec(_Section):
-    """The transaction log and how it is prepared (the options of ``basketgnn prepare``)."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     path: str = Field(description="Transaction log: CSV/Parquet file or folder, or a DNNTSP .json.")
-    columns: ColumnsSpec = Field(
-        default_factory=ColumnsSpec, description="Column names of the log."
-    )
+    columns: Columns = Field(default_factory=Columns, description="Column names of the log.")
     engine: Literal["duckdb"] = Field("duckdb", description="The ingestion engine (duckdb only).")
     memory_limit: str | None = Field(
         None, description="Memory limit of the DuckDB ingestion, e.g. '2GB' (null: its default)."
     )
-    on_bad_rows: Literal["error", "skip"] = Field(
-        "error", description="A row with a missing id or bad timestamp: stop or skip."
-    )
-    min_item_baskets: int = Field(
-        1, ge=1, description="Drop items bought in fewer baskets than this."
-    )
-    min_baskets: int = Field(2, ge=2, description="Drop customers with fewer baskets than this.")
-    max_baskets: int | None = Field(
-        None, ge=2, description="Drop customers with more baskets than this."
-    )
-    last_n: int | None = Field(None, ge=1, description="Keep only each customer's last N baskets.")
-    where: str | None = Field(
-        None, description="DuckDB condition over the log's columns; other rows are dropped."
-    )
-    keep_returns: bool = Field(False, description="Keep rows with quantity <= 0 as ordinary rows.")
-    max_basket_items: int | None = Field(
-        DEFAULT_MAX_BASKET_ITEMS, ge=1, description="Cap every basket at its N most popular items."
-    )
-    time_format: str | None = Field(
-        None, description="strptime format of non-ISO timestamps, e.g. '%m/%d/%Y %H:%M'."
-    )
 
     def prepare_arguments(self) -> tuple[Columns, PrepareOptions]:
         """The columns and options that ``workflow.prepare`` takes for this section."""
-        from basketgnn.data.ingest import Columns, PrepareOptions
-
-        columns = Columns(**self.columns.model_dump())
-        options = PrepareOptions(
-            min_item_baskets=self.min_item_baskets,
-            last_n_baskets=self.last_n,
-            min_baskets=self.min_baskets,
-            max_baskets=self.max_baskets,
-            on_bad_rows=self.on_bad_rows,
-            where=self.where,
-            keep_returns=self.keep_returns,
-            max_basket_items=self.max_basket_items,
-            time_format=self.time_format,
-        )
-        return columns, options
+        return self.columns, PrepareOptions(**self.model_dump(include=set(PrepareOptions.model_fields)))
 
 
 #: ``basketgnn prepare`` flags and the ``input`` keys that set the same option.

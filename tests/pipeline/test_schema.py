@@ -12,12 +12,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from basketgnn.data.ingest import PrepareOptions
+from basketgnn.data.ingest import Columns, PrepareOptions
 from basketgnn.data.synth import generate_log, write_log
 from basketgnn.errors import UserError
 from basketgnn.pipeline.run import run_pipeline
 from basketgnn.pipeline.schema import (
-    ColumnsSpec,
     InputSpec,
     NeighboursSpec,
     TrainSpec,
@@ -34,7 +33,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "pipelines" / "example.yaml"
     [
         (
             {"input": {"engin": "pandas"}},
-            r"job\.yaml: input\.engin: unknown key \(valid: path, columns, engine",
+            r"job\.yaml: input\.engin: unknown key \(valid: .*path, columns, engine",
         ),
         ({"input": {"columns": {"cust": "c"}}}, r"input\.columns\.cust: unknown key \(valid: customer, "),
         ({"recommend": {"k": 0}}, r"recommend\.k: Input should be greater than or equal to 1 \(got 0\)"),
@@ -82,12 +81,13 @@ def test_the_input_section_gives_prepare_every_option_it_sets():
     spec = InputSpec(path="log.csv", columns={"quantity": "qty"}, last_n=4, where="x > 1",
                      keep_returns=True, max_basket_items=None, on_bad_rows="skip")  # fmt: skip
     columns, options = spec.prepare_arguments()
-    assert dataclasses.asdict(columns) == spec.columns.model_dump()
-    assert options == PrepareOptions(last_n_baskets=4, where="x > 1", keep_returns=True,
+    assert columns == Columns(quantity="qty") and type(options) is PrepareOptions
+    assert options == PrepareOptions(last_n=4, where="x > 1", keep_returns=True,
                                      max_basket_items=None, on_bad_rows="skip")  # fmt: skip
-    # Every option of prepare has its key in the input section (last_n for last_n_baskets).
-    keys = {"last_n_baskets" if k == "last_n" else k for k in InputSpec.model_fields}
-    assert {f.name for f in dataclasses.fields(PrepareOptions)} <= keys
+    # Every option of prepare is the input section's key of the same name, declared once.
+    assert set(PrepareOptions.model_fields) <= set(InputSpec.model_fields)
+    for name, field in PrepareOptions.model_fields.items():
+        assert InputSpec.model_fields[name].description == field.description
 
 
 def test_an_explicit_checkpoint_path_and_bad_warm_start_keys(log, tmp_path):
@@ -135,7 +135,7 @@ def test_neighbour_pool_cap_also_bounds_each_trained_models_fusion_unless_set_th
 def test_example_sets_every_input_and_column_key():
     raw = yaml.safe_load(EXAMPLE.read_text())
     assert set(raw["input"]) == set(InputSpec.model_fields)
-    assert set(raw["input"]["columns"]) == set(ColumnsSpec.model_fields)
+    assert set(raw["input"]["columns"]) == set(Columns.model_fields)
     job = load_job(EXAMPLE)
     assert job.spec.input.where is None and job.spec.input.max_basket_items is None
 
