@@ -50,8 +50,7 @@ from basketgnn.data.split import Instances
 from basketgnn.errors import UserError
 from basketgnn.fingerprint import data_fingerprint, settings_hash
 from basketgnn.io_utils import atomic_path, part_index, part_path, write_json, write_table_stream
-from basketgnn.recommenders.base import Recommender
-from basketgnn.workflow.harness import rank_items
+from basketgnn.recommenders.base import Recommender, rank_items
 
 #: The columns of every recommendation output.
 SCHEMA = pa.schema(

@@ -12,12 +12,12 @@ from basketgnn.data.split import Instances, make_split
 from basketgnn.metrics import top_k
 from basketgnn.models.dnntsp import DNNTSP, SPEC, DNNTSPConfig
 from basketgnn.recommenders import fused as fused_module
+from basketgnn.recommenders.base import rank_items
 from basketgnn.recommenders.fused import FusedRecommender
 from basketgnn.recommenders.neural import NeuralRecommender
 from basketgnn.scoring.fusion import ScoreFusion, TifuScorer
 from basketgnn.scoring.tifu import TifuParams
 from basketgnn.scoring.transitions import TransitionOption, TransitionScorer
-from basketgnn.workflow.harness import rank_items
 from tests.support.planted import planted_data
 
 
