@@ -86,6 +86,7 @@ def main() -> None:
         from basketgnn.nn.losses import compute_loss, multi_hot
     except ImportError:  # a checkout of the older engine layout
         from basketgnn.engine.losses import compute_loss, multi_hot
+
         from basketgnn.engine.trainer import length_batches, setup_torch
 
     config = DNNTSPConfig(threads=args.threads)

@@ -68,7 +68,11 @@ from basketgnn.metrics import top_k  # noqa: E402
 from basketgnn.recommenders.fused import FusedRecommender  # noqa: E402
 from basketgnn.recommenders.neural import SCORE_BATCH, NeuralRecommender  # noqa: E402
 from basketgnn.scoring.candidates import SharedScores, fused_top_k  # noqa: E402
-from basketgnn.workflow.recommendations import SCHEMA, recommendation_table, write_recommendation_parts  # noqa: E402
+from basketgnn.workflow.recommendations import (  # noqa: E402
+    SCHEMA,
+    recommendation_table,
+    write_recommendation_parts,
+)
 from benchmarks.common import PROJECT, append_result, peak_rss_mb  # noqa: E402
 
 CHUNK = 2048  # customers ranked together (workflow.harness.rank_items' chunk)
