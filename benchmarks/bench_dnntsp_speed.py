@@ -1,12 +1,17 @@
 """DNNTSP speed on a published split: one training epoch with a per-part time split, and the
-time to score every test user (with and without neighbour scores).
+time to score every test user by the model alone.
 
     .venv/bin/python benchmarks/bench_dnntsp_speed.py --data TaFeng [--epochs 3]
     .venv/bin/python benchmarks/bench_dnntsp_speed.py --data TaFeng --epochs 3 --engine
+    # another checkout's package instead of this one (old against new: run both, alternating)
+    PYTHONPATH=OLD_CHECKOUT .venv/bin/python benchmarks/bench_dnntsp_speed.py --data TaFeng --epochs 3 --engine
 
 With ``--engine`` the epochs are run by the training engine itself (``basketgnn train``'s code
-path: batching, loss, optimiser, validation), and its per-epoch ``train_s`` is recorded; it also
-runs against a checkout from before the engine (``train.trainer``), to compare the two.
+path: batching, loss, optimiser, validation; no fusion), and its per-epoch ``train_s`` is
+recorded. The package is the one ``import basketgnn`` finds (PYTHONPATH first); older layouts
+(the engine before the core redesign, e.g. 00639e7, and ``train.trainer`` before the engine)
+are imported by fallbacks, and the row records the package's commit.
+The scoring time with the neighbour add-on in the ranking is no longer measured (the add-on is gone).
 
 Parts: graph batching (collate), GCN, attention (incl. scatter to padded sequences),
 aggregation + scorer, loss + backward + optimiser step. Forward parts are timed around the
@@ -22,7 +27,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from basketgnn.models.neighbours import NeighbourPool
 from common import append_result, peak_rss_mb, shared_dataset
 
 from basketgnn.data.ingest import read_dnntsp_json
@@ -48,26 +52,50 @@ def timed_forward(model: DNNTSP, batch, parts: dict[str, float]) -> torch.Tensor
     return scores
 
 
+def first(instances, n: int):
+    """The first ``n`` instances (all when ``n`` is 0)."""
+    from basketgnn.data.split import Instances
+
+    return instances if not n else Instances(instances.users[:n], instances.n_history[:n])
+
+
+def record_row(args: argparse.Namespace, record: dict) -> None:
+    if args.users:
+        record["users_cap"] = args.users
+    print(record)
+    if not args.no_record:
+        append_result("dnntsp_speed", record)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default="TaFeng")
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--engine", action="store_true", help="time the training engine's own epochs")
+    ap.add_argument("--users", type=int, default=0,
+                    help="only the first N users of each part (0: all; a smoke run of the script, not a timing)")
+    ap.add_argument("--no-record", action="store_true", help="print only (a trial run)")
     args = ap.parse_args()
     if args.engine:
         engine_epochs(args)
         return
-    from basketgnn.engine.batching import length_batches
-    from basketgnn.engine.trainer import setup_torch
-    from basketgnn.nn.losses import compute_loss, multi_hot
+    try:
+        from basketgnn.engine.batching import length_batches
+        from basketgnn.engine.trainer import setup_torch
+        from basketgnn.nn.losses import compute_loss, multi_hot
+    except ImportError:  # a checkout of the older engine layout
+        from basketgnn.engine.losses import compute_loss, multi_hot
+
+        from basketgnn.engine.trainer import length_batches, setup_torch
 
     config = DNNTSPConfig(threads=args.threads)
     device = setup_torch(config)
     data = read_dnntsp_json(shared_dataset(args.data))
     split = make_split(data)
+    train = first(split["train"], args.users)
     t = time.perf_counter()
-    graphs = build_user_graphs(data, split["train"])
+    graphs = build_user_graphs(data, train)
     build_s = time.perf_counter() - t
     torch.manual_seed(0)
     model = DNNTSP.from_config(data.n_items, config)
@@ -94,60 +122,61 @@ def main() -> None:
         all_parts.append(dict(parts))
         print(f"epoch {epoch + 1}: {epoch_times[-1]:.2f}s  " + "  ".join(f"{k} {v:.2f}s" for k, v in parts.items()))
 
-    test = split["test"]
-    from basketgnn.engine.addons import NeighbourAddOn
-
+    test = first(split["test"], args.users)
     from basketgnn.models.dnntsp import SPEC
-    from basketgnn.recommenders.neural import NeuralRecommender
+
+    try:
+        from basketgnn.recommenders.neural import NeuralRecommender
+    except ImportError:  # a checkout of the older engine layout
+        from basketgnn.engine.recommender import NeuralRecommender
 
     rec = NeuralRecommender(SPEC, config)
     rec.model = model
     score_t = time.perf_counter()
     rec.score(data, test)
     score_s = time.perf_counter() - score_t
-    # The same with neighbour scores in the ranking (what a model whose validation chose a
-    # weight > 0 does): the neighbour search over the training customers is included.
-    rec.addon = NeighbourAddOn(NeighbourPool.build(data, split["train"], k=300), 0.1)
-    score_t = time.perf_counter()
-    rec.score(data, test)
-    score_nbr_s = time.perf_counter() - score_t
     best = int(np.argmin(epoch_times))
     record = {
         "bench": "dnntsp_speed",
         "data": args.data,
         "threads": torch.get_num_threads(),
-        "train_users": len(split["train"]),
+        "train_users": len(train),
         "graph_build_s": round(build_s, 3),
         "epoch_s": [round(x, 2) for x in epoch_times],
         "best_epoch_parts_s": {k: round(v, 2) for k, v in all_parts[best].items()},
         "score_test_users": len(test),
         "score_test_s": round(score_s, 3),
-        "score_test_with_neighbours_s": round(score_nbr_s, 3),
         "peak_rss_mb": round(peak_rss_mb()),
     }
-    print(record)
-    append_result("dnntsp_speed", record)
+    record_row(args, record)
 
 
 def engine_epochs(args: argparse.Namespace) -> None:
-    """Epochs timed by the engine (its ``train_s``), neighbour choice off."""
+    """Epochs timed by the engine (its ``train_s``); training only, no fusion step."""
     import subprocess
 
-    config = DNNTSPConfig(threads=args.threads, epochs=args.epochs, patience=args.epochs,
-                          neighbour_weight=0)
+    options = {"threads": args.threads, "epochs": args.epochs, "patience": args.epochs}
     data = read_dnntsp_json(shared_dataset(args.data))
     split = make_split(data)
     try:
-        from basketgnn.registry import make_recommender
+        from basketgnn.recommenders.neural import NeuralRecommender
+        from basketgnn.registry import get_spec
 
-        rec = make_recommender("dnntsp", config)
+        rec = NeuralRecommender(get_spec("dnntsp"), DNNTSPConfig(**options))  # fit trains only
         code = "engine"
-    except ImportError:  # a checkout from before the engine
-        from basketgnn.recommenders.dnntsp import DNNTSPRecommender
+    except ImportError:  # older checkouts: the ranking add-on switched off by neighbour_weight 0
+        try:
+            from basketgnn.registry import make_recommender
 
-        rec = DNNTSPRecommender(config)
-        code = "train.trainer"
-    rec.fit(data, split["train"], split["validate"])
+            rec = make_recommender("dnntsp", DNNTSPConfig(**options, neighbour_weight=0))
+            code = "engine"
+        except ImportError:  # from before the engine
+            from basketgnn.recommenders.dnntsp import DNNTSPRecommender
+
+            rec = DNNTSPRecommender(DNNTSPConfig(**options, neighbour_weight=0))
+            code = "train.trainer"
+    train = first(split["train"], args.users)
+    rec.fit(data, train, first(split["validate"], args.users))
     history = rec.result.history
     import basketgnn
 
@@ -158,16 +187,16 @@ def engine_epochs(args: argparse.Namespace) -> None:
         "bench": "dnntsp_engine_epochs",
         "code": code,
         "commit": commit.stdout.strip() or None,
+        "package": package_dir,
         "data": args.data,
         "threads": torch.get_num_threads(),
-        "train_users": len(split["train"]),
+        "train_users": len(train),
         "epoch_train_s": [r["train_s"] for r in history],
         "epoch_validate_s": [r["validate_s"] for r in history],
         "train_loss": [r["train_loss"] for r in history],
         "peak_rss_mb": round(peak_rss_mb()),
     }
-    print(record)
-    append_result("dnntsp_speed", record)
+    record_row(args, record)
 
 
 if __name__ == "__main__":

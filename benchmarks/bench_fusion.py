@@ -9,10 +9,10 @@ checkpoints, so no variant retrains.
 
 Per checkpoint, on the test users, with every choice made on the validation users:
     model       DNNTSP's logits alone;
-    neighbours  the checkpoint's own ranking when trained with ``fusion: neighbours`` (the
-                previous default: sigmoid + w · neighbour mean, w and k chosen on validation);
-    tifu-fusion the new default: choose_fusion on the validation logits, applied to test.
+    tifu-fusion the default: choose_fusion on the validation logits, applied to test
+                (``recommenders.fused.FusedRecommender`` around the model).
 Per dataset once: tuned TIFU-KNN and P-TopFreq. Rows go to benchmarks/results/fusion.jsonl.
+The neighbour add-on's variant ("neighbours") is no longer measured; its recorded rows still show in --summary.
 """
 
 from __future__ import annotations
@@ -24,18 +24,19 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-from basketgnn.engine.addons import FusionAddOn, NeighbourAddOn
 from common import RESULTS, append_result, shared_dataset
 
 from basketgnn.data.ingest import read_dnntsp_json
 from basketgnn.data.split import load_split
 from basketgnn.engine.batching import score_source
 from basketgnn.engine.trainer import setup_torch
+from basketgnn.recommenders.fused import FusedRecommender
 from basketgnn.recommenders.neural import NeuralRecommender
 from basketgnn.registry import make_baseline
 from basketgnn.scoring.fusion import ScoreFusion
 from basketgnn.scoring.fusion_choice import choose_fusion, fusion_choice
 from basketgnn.workflow.harness import evaluate_model, fit_and_evaluate
+from basketgnn.workflow.training import load_trained
 
 #: Fusion variants beside the default (chosen on validation in the same way).
 VARIANTS: dict[str, dict] = {
@@ -56,36 +57,30 @@ def headline(metrics: dict[str, float]) -> dict[str, float]:
 
 
 def validation_logits(rec: NeuralRecommender, data, instances) -> np.ndarray:
-    """The checkpoint's module scores [n, I] (no add-on)."""
+    """The checkpoint's module scores [n, I] (the model alone)."""
     source = rec.spec.batches(data, instances, rec.config, False)
     return score_source(rec.model, source, data.n_items, setup_torch(rec.config))
 
 
-def as_addon(fusion: ScoreFusion) -> FusionAddOn | None:
-    return FusionAddOn(fusion) if fusion.weight > 0 else None
+def fused(base: NeuralRecommender, fusion: ScoreFusion) -> FusedRecommender | NeuralRecommender:
+    """``base`` ranked with ``fusion`` (``base`` itself when its weight is 0: the model alone)."""
+    return FusedRecommender(base, fusion) if fusion.weight > 0 else base
 
 
 def run_checkpoint(name: str, run: Path) -> None:
-    rec = NeuralRecommender.from_checkpoint(run / "best.pt")
+    rec = load_trained(run / "best.pt", model_only=True)
     data, dropped = read_dnntsp_json(shared_dataset(name)).aligned_to(rec.item_ids)
     assert dropped == 0
     split = load_split(rec.checkpoint["split_spec"], data)
     seed = rec.config.seed
-    stored = rec.addon if isinstance(rec.addon, NeighbourAddOn) else None
-    neighbour_choice = rec.checkpoint.get("addon_choice")
 
-    def record(variant: str, extra: dict) -> None:
-        metrics, _ = evaluate_model(rec, data, split["test"])
+    def record(ranker, variant: str, extra: dict) -> None:
+        metrics, _ = evaluate_model(ranker, data, split["test"])
         print(name, seed, variant, headline(metrics))
         append_result("fusion", {"data": name, "seed": seed, "variant": variant, "run": str(run),
                                  "metrics": metrics, **extra})
 
-    rec.addon = None
-    record("model", {})
-    if neighbour_choice is not None and neighbour_choice.get("kind", "neighbours") == "neighbours":
-        rec.addon = stored
-        record("neighbours", {"choice": {k: v for k, v in neighbour_choice.items() if k != "grid"}})
-        rec.addon = None
+    record(rec, "model", {})
     t0 = time.perf_counter()
     val = split["validate"]
     logits = validation_logits(rec, data, val)
@@ -96,32 +91,28 @@ def run_checkpoint(name: str, run: Path) -> None:
         (v, choose_fusion(logits, data, split["train"], val, tifu=TUNED[name], **kw))
         for v, kw in VARIANTS.items() if v in ONLY
     ]]:
-        rec.addon = as_addon(f)
         choice = fusion_choice(f)
         print(variant, choice["description"])
-        record(variant, {"choice": choice, "choose_s_untimed": round(choose_s, 1)})
+        record(fused(rec, f), variant, {"choice": choice, "choose_s_untimed": round(choose_s, 1)})
 
 
 def time_checkpoint(name: str, run: Path, repeats: int = 3) -> None:
     """Seconds of the fusion choice (TIFU tuning included) and of scoring the test users with
-    the model alone, the old neighbour term and the TIFU fusion (best of ``repeats``)."""
-    rec = NeuralRecommender.from_checkpoint(run / "best.pt")
+    the model alone and with the TIFU fusion (best of ``repeats``)."""
+    rec = load_trained(run / "best.pt", model_only=True)
     data, _ = read_dnntsp_json(shared_dataset(name)).aligned_to(rec.item_ids)
     split = load_split(rec.checkpoint["split_spec"], data)
-    pool = rec.addon if isinstance(rec.addon, NeighbourAddOn) else None
-    rec.addon = None
     t0 = time.perf_counter()
     val = split["validate"]
     logits = validation_logits(rec, data, val)
     fusion = choose_fusion(logits, data, split["train"], val)
     choose_s = time.perf_counter() - t0
     out = {"choose_s": round(choose_s, 2)}
-    for variant, addon in {"model": None, "neighbours": pool, "tifu-fusion": as_addon(fusion)}.items():
-        rec.addon = addon
+    for variant, ranker in {"model": rec, "tifu-fusion": fused(rec, fusion)}.items():
         best = np.inf
         for _ in range(repeats):
             t0 = time.perf_counter()
-            rec.score(data, split["test"])
+            ranker.score(data, split["test"])
             best = min(best, time.perf_counter() - t0)
         out[f"score_s_{variant}"] = round(best, 3)
     out["fusion_weight"] = fusion.weight
@@ -154,6 +145,7 @@ def summary() -> None:
         print(f"\n**{data}** (test users; mean ± std over seeds)\n")
         print("| model | n | " + " | ".join(CELLS + EXTRA) + " |")
         print("|---|---|" + "---|" * len(CELLS + EXTRA))
+        # "neighbours": rows recorded when the neighbour add-on existed
         for variant in ("tifu-fusion", *VARIANTS, "neighbours", "model", "tifu-knn", "p-topfreq"):
             rs = groups.get((data, variant))
             if not rs:

@@ -14,8 +14,8 @@ Lightning is not a dependency of basketgnn; install it beside the venv, e.g.
 ``pip install --no-deps --target /tmp/lightning-site "lightning==2.2.*" lightning-utilities
 "torchmetrics==1.3.*"``, and put that folder on PYTHONPATH.
 
-Arms, same data, default DNNTSPConfig (ranking add-on off, ``fusion: off``: it acts after
-training), same seed:
+Arms, same data, default DNNTSPConfig (training only: the fusion with TIFU-KNN acts after
+training and is in neither arm), same seed:
 
 plain      the training engine itself, today's loop: ``engine.trainer.train_model`` with
            ``registry.get_spec("dnntsp")`` (what ``basketgnn train`` runs). Its per-epoch
@@ -63,6 +63,7 @@ from basketgnn import registry
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.ingest import read_dnntsp_json
 from basketgnn.data.split import Instances, make_split
+from basketgnn.engine import batching as batching_module
 from basketgnn.engine import trainer as trainer_module
 from basketgnn.engine.batching import length_batches
 from basketgnn.engine.trainer import setup_torch, train_model
@@ -270,26 +271,27 @@ def plain_cpu_clock():
     """CPU time of each of the engine's training epochs: from its call of ``length_batches``
     with an rng (the epoch's first step, through ``BatchPlan.epoch``) to its call of
     ``validation_metrics`` (right after the scheduler step), the span its ``train_s`` covers.
-    Wraps the two names in engine.trainer for the duration only (the add-on step after training
-    is off, so ``validation_metrics`` is called once per epoch). Yields the list of per-epoch CPU seconds, filled as it runs."""
+    Wraps ``engine.batching.length_batches`` (the name ``BatchPlan.epoch`` calls; scoring calls
+    it without an rng) and ``engine.trainer.validation_metrics`` (called once per epoch) for the
+    duration only. Yields the list of per-epoch CPU seconds, filled as it runs."""
     cpu: list[float] = []
     start = [0.0]
-    batches_fn, validate_fn = trainer_module.length_batches, trainer_module.validation_metrics
+    batches_fn, validate_fn = batching_module.length_batches, trainer_module.validation_metrics
 
-    def timed_batches(lengths, batch_size, rng):
+    def timed_batches(lengths, batch_size, rng, *args, **kwargs):
         if rng is not None:
             start[0] = time.process_time()
-        return batches_fn(lengths, batch_size, rng)
+        return batches_fn(lengths, batch_size, rng, *args, **kwargs)
 
     def timed_validation(*a, **k):
         cpu.append(time.process_time() - start[0])
         return validate_fn(*a, **k)
 
-    trainer_module.length_batches, trainer_module.validation_metrics = timed_batches, timed_validation
+    batching_module.length_batches, trainer_module.validation_metrics = timed_batches, timed_validation
     try:
         yield cpu
     finally:
-        trainer_module.length_batches, trainer_module.validation_metrics = batches_fn, validate_fn
+        batching_module.length_batches, trainer_module.validation_metrics = batches_fn, validate_fn
 
 
 def plain_fit(
@@ -528,7 +530,7 @@ def main() -> None:
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
 
-    config = DNNTSPConfig(epochs=args.epochs, seed=args.seed, threads=args.threads, fusion="off")
+    config = DNNTSPConfig(epochs=args.epochs, seed=args.seed, threads=args.threads)
     setup_torch(config)
     if args.part == "overhead":
         load_start = _load()

@@ -5,6 +5,8 @@
     .venv/bin/python benchmarks/bench_nightly.py --config benchmarks/nightly_big.yaml \\
         --log /tmp/scale/log-166000 --run-dir /tmp/scale/run-166000 --label 100k
     .venv/bin/python benchmarks/bench_nightly.py --summary
+    # another checkout's code (old against new): its package first on the path, its own run_dir
+    PYTHONPATH=OLD_CHECKOUT .venv/bin/python benchmarks/bench_nightly.py ... --run-dir /tmp/scale/run-166000-old
 
 The job is ``basketgnn pipeline`` in this process, on the YAML ``--config`` with its
 ``input.path`` and ``run_dir`` replaced by ``--log`` and ``--run-dir`` (other keys as written;
@@ -13,8 +15,10 @@ resident memory every 0.1 s, and every stage line the pipeline prints marks a st
 each stage gets its wall seconds, CPU seconds (user + system, all threads) and peak RSS (the
 highest sample inside the stage; the job's exact peak is ``ru_maxrss``). The row, with the
 load average and the job's metrics.json summary, is appended to
-benchmarks/results/nightly.jsonl. Resumable: the pipeline's stage cache keeps finished stages
-(they show as ``cached``), so a killed run goes on where it stopped.
+benchmarks/results/nightly.jsonl, with the folder and commit of the ``basketgnn`` package that
+ran (the one ``import basketgnn`` finds: PYTHONPATH first). Resumable: the pipeline's stage
+cache keeps finished stages (they show as ``cached``), so a killed run goes on where it stopped;
+give each code its own ``--run-dir``, so that no stage is reused from the other code's run.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import json
 import os
 import re
 import resource
+import subprocess
 import sys
 import threading
 import time
@@ -108,6 +113,20 @@ class StageClock(io.TextIOBase):
         super().close()
 
 
+def package() -> dict[str, str | None]:
+    """The basketgnn package this process runs: its folder and (when in a git checkout) commit."""
+    import basketgnn
+
+    folder = str(Path(basketgnn.__file__).resolve().parent)
+    done = subprocess.run(["git", "-C", folder, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return {"package": folder, "commit": done.stdout.strip() or None}
+
+
+def record_row(args: argparse.Namespace, record: dict[str, Any]) -> None:
+    if not args.no_record:
+        append_result("nightly", record)
+
+
 def job_file(config: Path, log: Path, run_dir: Path, sets: list[str], out: Path) -> dict[str, Any]:
     """Write the job YAML to ``out`` and return it as read."""
     spec = yaml.safe_load(config.read_text())
@@ -130,6 +149,7 @@ def run(args: argparse.Namespace) -> None:
     job = run_dir.with_name(run_dir.name + ".yaml")
     spec = job_file(Path(args.config), Path(args.log), run_dir, args.set or [], job)
     load_before = os.getloadavg()
+    code = package()
     clock = StageClock()
     t0, c0 = time.perf_counter(), cpu_s()
     try:
@@ -138,8 +158,8 @@ def run(args: argparse.Namespace) -> None:
         # Stopped (Ctrl-C / SIGINT): the finished stages' figures are kept, marked incomplete;
         # rerunning the same command resumes the job from its stage cache.
         clock.close()
-        append_result("nightly", {
-            "label": args.label, "log": str(Path(args.log).resolve()), "job": spec, "complete": False,
+        record_row(args, {
+            "label": args.label, **code, "log": str(Path(args.log).resolve()), "job": spec, "complete": False,
             "interrupted_in": clock.open_stage(), "stages": clock.stages,
             "wall_s": round(time.perf_counter() - t0, 1), "cpu_s": round(cpu_s() - c0, 1),
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
@@ -152,7 +172,7 @@ def run(args: argparse.Namespace) -> None:
     wall, cpu = time.perf_counter() - t0, cpu_s() - c0
     metrics = json.loads(Path(summary["outputs"]["metrics"]).read_text())
     record = {
-        "label": args.label, "log": str(Path(args.log).resolve()), "config": str(args.config),
+        "label": args.label, **code, "log": str(Path(args.log).resolve()), "config": str(args.config),
         "job": spec, "customers": metrics["data"]["customers"], "items": metrics["data"]["items"],
         "baskets": metrics["data"]["baskets"], "rows_read": metrics["data"]["report"].get("rows_read"),
         "stages": clock.stages, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
@@ -165,8 +185,8 @@ def run(args: argparse.Namespace) -> None:
         },
         "metrics_summary": {k: v for k, v in metrics.items() if k not in ("models", "job")},
     }  # fmt: skip
-    append_result("nightly", record)
-    print(json.dumps({k: record[k] for k in ("label", "customers", "stages", "wall_s", "cpu_s", "peak_rss_mb")}))
+    record_row(args, record)
+    print(json.dumps({k: record[k] for k in ("label", "commit", "customers", "stages", "wall_s", "cpu_s", "peak_rss_mb")}))
 
 
 def summary() -> None:
@@ -179,7 +199,7 @@ def summary() -> None:
                       f"{s.get('peak_rss_mb', '')} |")  # fmt: skip
             continue
         print(
-            f"\n{r['label']}: {r['customers']:,} customers, {r['baskets']:,} baskets, "
+            f"\n{r['label']}{' (' + r['commit'] + ')' if r.get('commit') else ''}: {r['customers']:,} customers, {r['baskets']:,} baskets, "
             f"{r.get('rows_read') or 0:,} rows; {r['wall_s']:.0f} s wall, {r['cpu_s']:.0f} s CPU, "
             f"peak {r['peak_rss_mb']:,} MB; load {r['load_before']} -> {r['load_after']}"
         )
@@ -199,6 +219,7 @@ def main() -> None:
     ap.add_argument("--label", default="", help="name of the row, e.g. 100k")
     ap.add_argument("--set", action="append", help="key.sub=value (YAML) overriding the config")
     ap.add_argument("--summary", action="store_true")
+    ap.add_argument("--no-record", action="store_true", help="print only (a trial run)")
     args = ap.parse_args()
     if args.summary:
         summary()

@@ -34,20 +34,22 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
-from basketgnn.engine.addons import FusionAddOn
 
 from basketgnn.data.ingest import load_data
 from basketgnn.data.split import load_split
 from basketgnn.metrics import ranking_metrics, top_k
-from basketgnn.recommenders.neural import NeuralRecommender
+from basketgnn.recommenders.fused import FusedRecommender, FusionOptions
 from basketgnn.scoring.fusion_choice import choose_fusion
 from basketgnn.scoring.transitions import _basket_matrix, _keep_row_top
+from basketgnn.workflow.training import load_trained
 
 KS = (10, 20, 30, 40)
 
 
-def load(run: Path):
-    rec = NeuralRecommender.from_checkpoint(run / "best.pt", "cpu")
+def load(run: Path, model_only: bool = True):
+    """The run's recommender (the model alone, or with ``model_only`` False as it ships: fused
+    when validation chose a fusion), its data and its split."""
+    rec = load_trained(run / "best.pt", "cpu", model_only=model_only)
     data, _ = load_data(Path(rec.checkpoint["data"])).aligned_to(rec.item_ids)
     return rec, data, load_split(run / "split.json", data)
 
@@ -74,7 +76,7 @@ STAGES: dict[int, list[tuple]] = {
 
 
 def explore(run: Path, stage: int) -> None:
-    rec, data, split = load(run)
+    rec, data, split = load(run, model_only=False)
     n_items = data.n_items
     tr = split["train"]
     visible = data.histories(tr.users, tr.n_history + 1)
@@ -100,7 +102,7 @@ def explore(run: Path, stage: int) -> None:
         hi = hist.items_per_instance()
         own[np.repeat(np.arange(hi.n_rows), hi.lengths), hi.values] = True
         parts[part] = dict(inst=inst, q=q, owner=owner, age=age, own=own, shipped=rec.score(data, inst).astype(np.float64))
-    print(json.dumps({"run": str(run), "shipped": rec.checkpoint.get("addon_choice", {}).get("description", "")}), flush=True)
+    print(json.dumps({"run": str(run), "shipped": (rec.checkpoint.get("fusion_choice") or {}).get("description", "")}), flush=True)
     graphs = {"cooc": cooc, "trans": trans}
     for kind, a, decay, new_only, cap, weights in STAGES[stage]:
         s = (sp.diags(1.0 / d**a) @ graphs[kind] @ sp.diags(1.0 / d ** (1 - a))).tocsr()
@@ -124,26 +126,25 @@ def explore(run: Path, stage: int) -> None:
 
 
 def save_with(run: Path, fusion, dst: Path) -> None:
-    """``run``'s best.pt with ``fusion`` as its add-on (and ``transitions: true``): the checkpoint
-    `basketgnn train` would have written with the default, for timing (bench_scoring.py)."""
-    import torch
+    """``run``'s best.pt with ``fusion`` as its fusion section (and ``transitions: true``): the
+    checkpoint `basketgnn train` would have written with the default, for timing
+    (bench_scoring.py)."""
+    import shutil
 
-    from basketgnn.engine.checkpoint import read_state
-    from basketgnn.io_utils import atomic_path
+    from basketgnn.engine.checkpoint import add_extras, read_state, set_section
+    from basketgnn.recommenders.fused import SECTION
     from basketgnn.scoring.fusion_choice import fusion_choice
 
-    state = read_state(run / "best.pt")
-    state["config"]["transitions"] = True
-    state["addon"] = fusion.state() if fusion.weight > 0 else None
-    state["extras"]["addon_choice"] = fusion_choice(fusion)
+    options = read_state(run / "best.pt")["extras"].get("fusion_options") or {}
     dst.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(dst) as tmp:
-        torch.save(state, tmp)
+    shutil.copyfile(run / "best.pt", dst)
+    add_extras(dst, fusion_options={**FusionOptions(**options).model_dump(), "transitions": True})
+    set_section(dst, SECTION, {"choice": fusion_choice(fusion), "state": fusion.state() if fusion.weight > 0 else None})
 
 
 def rechoose(run: Path, save_dir: Path | None = None) -> dict:
     rec, data, split = load(run)
-    rec.addon = None
+    pool_cap = FusionOptions(**(rec.checkpoint.get("fusion_options") or {})).neighbour_pool_cap
     val_scores = rec.score(data, split["validate"])
     test = split["test"]
     test_scores = rec.score(data, test)
@@ -152,13 +153,12 @@ def rechoose(run: Path, save_dir: Path | None = None) -> dict:
     for transitions in (False, True):
         t0 = time.perf_counter()
         f = choose_fusion(val_scores, data, split["train"], split["validate"], chunk=2048,
-                          pool_cap=rec.config.neighbour_pool_cap, tifu=tifu, transitions=transitions)
+                          pool_cap=pool_cap, tifu=tifu, transitions=transitions)
         tifu = f.tuned_tifu if tifu is None else tifu
         choose_s = time.perf_counter() - t0
         dense = metrics(data, test, f.apply(test_scores, data, test))
-        rec.addon = FusionAddOn(f) if f.weight > 0 else None
-        items, _ = rec.rank(data, test, max(KS))  # the candidate path of `recommend`
-        rec.addon = None
+        ranker = FusedRecommender(rec, f) if f.weight > 0 else rec
+        items, _ = ranker.rank(data, test, max(KS))  # the candidate path of `recommend`
         same = bool(np.array_equal(items, top_k(f.apply(test_scores, data, test), max(KS))))
         summary = f.summary()
         if transitions and save_dir is not None:
@@ -184,7 +184,6 @@ def time_choice(run: Path) -> dict:
 
     torch.set_num_threads(1)
     rec, data, split = load(run)
-    rec.addon = None
     val = rec.score(data, split["validate"])
     tifu = choose_fusion(val, data, split["train"], split["validate"], chunk=2048).tuned_tifu
     out: dict = {"run": run.name}

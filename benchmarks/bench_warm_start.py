@@ -6,7 +6,8 @@ on the same seeded sample of customers, by arm: ``scratch``; ``warm``, warm-star
 1's best.pt; ``warm-short``, warm-started but at most ``--short-epochs`` epochs (a nightly
 budget); ``yesterday``, night 1's model not trained again (warm start's epoch 0). All are
 evaluated on every night-2 test customer (each customer's last basket, which
-night 1 never saw), by the model's own scores (fusion off, so the model alone is compared).
+night 1 never saw), by the model's own scores (a NeuralRecommender, which only trains: no
+fusion, so the model alone is compared).
 
     python benchmarks/bench_warm_start.py --data DC --sample 3000 --seeds 0 1 2
 
@@ -120,8 +121,7 @@ def main() -> None:
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         for seed in args.seeds:
-            config = spec.config_cls(lr=args.lr, epochs=args.epochs, patience=args.patience, seed=seed,
-                                     threads=1, fusion="off")
+            config = spec.config_cls(lr=args.lr, epochs=args.epochs, patience=args.patience, seed=seed, threads=1)
             sp1, s1 = sample_split(make_split(night1, "temporal"), night1, args.sample, seed)
             day1 = Path(tmp) / f"night1-{seed}"
             t0 = time.perf_counter()

@@ -5,9 +5,9 @@
         --label default-100k
 
 Both checkpoints were trained by the pipeline on the same sample of customers (same log,
-``train.sample_customers`` and seed). Each is evaluated, the network alone (no ranking add-on,
-so a checkpoint whose fusion choice did not finish compares too) and with its add-on when it has
-one, on the customers of ``evaluate.customers`` / ``evaluate.held_out`` of the run's job (those
+``train.sample_customers`` and seed). Each is evaluated, the network alone (no fusion, so a
+checkpoint whose fusion choice did not finish compares too) and fused with TIFU-KNN when its
+validation chose a fusion, on the customers of ``evaluate.customers`` / ``evaluate.held_out`` of the run's job (those
 outside the training sample). Rows go to benchmarks/results/warm_vs_scratch.jsonl.
 """
 
@@ -25,8 +25,9 @@ from basketgnn.data.dataset import BasketData
 from basketgnn.data.sample import sampled_customers
 from basketgnn.data.split import load_split
 from basketgnn.pipeline.run import EVALUATED_PART, EvaluateSpec, evaluation_split
-from basketgnn.recommenders.neural import NeuralRecommender
+from basketgnn.recommenders.fused import FusedRecommender
 from basketgnn.workflow.harness import evaluate_model
+from basketgnn.workflow.training import load_trained
 
 CELLS = [f"{m}@{k}" for k in (10, 20) for m in ("recall", "ndcg", "phr")]
 
@@ -50,13 +51,11 @@ def main() -> None:
     held = evaluation_split(sp, EvaluateSpec(**job.get("evaluate", {})), trained_on)[EVALUATED_PART]
     record = {"label": args.label, "run_dir": str(run_dir), "held_out_customers": len(held)}
     for name, path in (("warm", args.warm), ("scratch", args.scratch)):
-        rec = NeuralRecommender.from_checkpoint(path)
-        addon = rec.addon
-        rec.addon = None
-        alone, _ = evaluate_model(rec, data, held)
+        rec = load_trained(path)  # fused when its validation chose a fusion
+        model = rec.base if isinstance(rec, FusedRecommender) else rec
+        alone, _ = evaluate_model(model, data, held)
         record[f"{name}_model_alone"] = {c: round(alone[c], 4) for c in CELLS}
-        if addon is not None:
-            rec.addon = addon
+        if isinstance(rec, FusedRecommender):
             fused, _ = evaluate_model(rec, data, held)
             record[f"{name}_fused"] = {c: round(fused[c], 4) for c in CELLS}
         record[f"{name}_checkpoint"] = str(path)

@@ -1,5 +1,5 @@
 """SASRec, BERT4Rec and DIN through the CLI as a user runs them: train, then evaluate the
-checkpoint as trained (the default `fusion: tifu` add-on) and with --model-only.
+checkpoint as trained (fused with TIFU-KNN by default, `fusion: tifu`) and with --model-only.
 
     nice -n 19 .venv/bin/python benchmarks/bench_zoo_cli.py --data DC --models sasrec bert4rec --seeds 0 1 2
 
@@ -56,12 +56,14 @@ def run(cmd: list[str], log: Path) -> None:
 
 def validation_choice(best_pt: Path) -> dict:
     """The validation criterion (mean of recall, NDCG, PHR @10/@20) of the ranking the run
-    ships (the add-on's chosen grid point) and of the model alone, from best.pt's add-on
-    choice; {} without one."""
+    ships (the fusion's chosen grid point) and of the model alone, from best.pt's fusion
+    choice (its "fusion" section; older formats kept it in the extras); {} without one."""
     import torch
 
     state = torch.load(best_pt, map_location="cpu", weights_only=False)
-    choice = (state.get("extras") or {}).get("addon_choice") or state.get("addon_choice") or {}
+    section = (state.get("sections") or {}).get("fusion") or {}
+    choice = (section.get("choice") or (state.get("extras") or {}).get("addon_choice")
+              or state.get("addon_choice") or {})
     grid = choice.get("grid") or []
     weight, alpha = choice.get("weight"), (choice.get("tifu") or {}).get("alpha")
 
