@@ -5,16 +5,12 @@ from __future__ import annotations
 
 import json
 import re
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "data"))
-from test_ingest_options import EXPORT, EXPORT_ROWS  # noqa: E402
-
-from basketgnn.data.synth import generate_log, write_log  # noqa: E402
-from tests.support.cli import run  # noqa: E402
+from basketgnn.data.synth import generate_log, write_log
+from tests.support.cli import run
+from tests.support.ingest import EXPORT, EXPORT_ROWS
 
 EXPORT_FLAGS = ["--customer-col", "CustomerID", "--item-col", "StockCode", "--basket-col",
                 "InvoiceNo", "--time-col", "InvoiceDate", "--quantity-col", "Quantity"]  # fmt: skip

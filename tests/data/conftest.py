@@ -1,12 +1,12 @@
 """Fixtures shared by the data tests: the ingestion engines (DuckDB, checked against its pandas
 oracle, and the oracle itself) and a CLI runner. Plain helpers and the small logs the ingestion
-tests share are in ``ingest_support.py`` next to this file (pytest puts this folder on the
-import path of its test modules)."""
+tests share are in ``tests/support/ingest.py``."""
 
 from __future__ import annotations
 
 import pytest
-from ingest_support import DUCKDB, PANDAS, Engine
+
+from tests.support.ingest import DUCKDB, PANDAS, Engine
 
 
 @pytest.fixture(params=[PANDAS, DUCKDB], ids=str)

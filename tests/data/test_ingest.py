@@ -2,9 +2,10 @@
 mapping, and bad input.
 
 Each test runs on the engine (DuckDB, prepare_log) and on its pandas test oracle
-(pandas_oracle.py); on DuckDB it also checks that the dataset, report and error message are the
-oracle's (see ingest_support.Engine). What only DuckDB does is tested in test_ingest_duckdb.py,
-the options the oracle lacks (quantity, where, caps, time format) in test_ingest_options.py.
+(tests/support/pandas_oracle.py); on DuckDB it also checks that the dataset, report and error
+message are the oracle's (see tests.support.ingest.Engine). What only DuckDB does is tested in
+test_ingest_duckdb.py, the options the oracle lacks (quantity, where, caps, time format) in
+test_ingest_options.py.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from ingest_support import (
+
+from basketgnn.data.dataset import NO_TIME
+from basketgnn.data.ingest import Columns, PrepareOptions, load_data, prepare_log
+from tests.support.ingest import (
     HEADER,
     ROWS,
     assert_same,
@@ -25,10 +29,7 @@ from ingest_support import (
     baskets_by_id,
     write_csv,
 )
-from pandas_oracle import prepare_log_pandas
-
-from basketgnn.data.dataset import NO_TIME
-from basketgnn.data.ingest import Columns, PrepareOptions, load_data, prepare_log
+from tests.support.pandas_oracle import prepare_log_pandas
 
 
 def test_baskets_ordered_by_time_and_deduplicated(tmp_path, engine):

@@ -10,13 +10,13 @@ from __future__ import annotations
 import re
 
 import pytest
-from ingest_support import ROWS, write_csv
-from pandas_oracle import prepare_log_pandas
 
 from basketgnn.data.ingest import Columns, PrepareOptions
 from basketgnn.data.ingest import prepare_log as prepare_log_duckdb
 from basketgnn.data.synth import generate_log, write_log
 from basketgnn.errors import UserError
+from tests.support.ingest import ROWS, write_csv
+from tests.support.pandas_oracle import prepare_log_pandas
 
 
 def test_meta_is_the_oracle_meta_plus_the_engine(tmp_path, duckdb_engine):

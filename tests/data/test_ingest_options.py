@@ -12,34 +12,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from ingest_support import baskets_by_id, write_csv
 from pydantic import ValidationError
 
 from basketgnn.data.ingest import Columns, PrepareOptions, prepare_log, report_lines
 from basketgnn.data.ingest.options import option_error
 from basketgnn.errors import UserError
-
-EXPORT = ["InvoiceNo", "StockCode", "Quantity", "InvoiceDate", "CustomerID"]
-EXPORT_COLUMNS = Columns(
-    customer="CustomerID", item="StockCode", basket="InvoiceNo", timestamp="InvoiceDate",
-    quantity="Quantity",
-)
-
-# An export in the shape of a real one: cancellations ('C' invoices, negative quantities), a postage
-# code, a customer written as a float, a row without customer.
-EXPORT_ROWS = [
-    ["536365", "A", "6", "2010-12-01 08:26", "17850.0"],
-    ["536365", "B", "2", "2010-12-01 08:26", "17850.0"],
-    ["536365", "POST", "1", "2010-12-01 08:26", "17850.0"],
-    ["C536379", "B", "-2", "2010-12-02 09:41", "17850.0"],  # the cancellation of B
-    ["536380", "C", "3", "2010-12-03 10:00", "17850.0"],
-    ["536381", "A", "1", "2010-12-01 11:00", "13047"],
-    ["536382", "M", "1", "2010-12-04 11:00", "13047"],  # manual adjustment: a basket of its own
-    ["536383", "C", "0", "2010-12-05 11:00", "13047"],  # zero quantity: a return too
-    ["536384", "B", "4", "2010-12-06 11:00", "13047"],
-    ["536385", "A", "1", "2010-12-06 11:00", None],  # no customer
-]
-
+from tests.support.ingest import EXPORT, EXPORT_COLUMNS, EXPORT_ROWS, baskets_by_id, write_csv
 
 # --- the models ------------------------------------------------------------------------------
 

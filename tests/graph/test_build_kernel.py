@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from raw_data import raw_basket_data
 
 from basketgnn.data.split import Instances
 from basketgnn.graph import build_kernel
 from basketgnn.graph.cooccurrence import UserGraphs, build_user_graphs
+from tests.support.raw_data import raw_basket_data
 
 
 def _random_users(rng, n_users, n_items, max_baskets, max_size, repeats=False):

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from reference_zoo import bert4rec_logits
-from zoo_support import (
+
+from basketgnn.models.bert4rec import SPEC, BERT4RecConfig
+from basketgnn.nn.losses import multi_hot
+from tests.support.reference_zoo import bert4rec_logits
+from tests.support.zoo import (
     TINY_ITEMS,
     histories,
     model_vs_popularity,
     tiny_batch,
     with_padding,
 )
-
-from basketgnn.models.bert4rec import SPEC, BERT4RecConfig
-from basketgnn.nn.losses import multi_hot
 
 
 def tiny(config: BERT4RecConfig):

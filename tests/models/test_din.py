@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 import torch
-from reference_zoo import din_scores
-from zoo_support import (
+
+from basketgnn.models.din import SPEC, DINConfig
+from tests.support.reference_zoo import din_scores
+from tests.support.zoo import (
     TINY_ITEMS,
     assert_matches_reference,
     model_vs_popularity,
     tiny_batch,
     with_padding,
 )
-
-from basketgnn.models.din import SPEC, DINConfig
 
 
 def tiny(config: DINConfig):

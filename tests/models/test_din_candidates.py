@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from reference_zoo import din_scores
-from zoo_support import TINY_ITEMS, histories, model_vs_popularity, tiny_batch
 
 from basketgnn.models.din import SPEC, DINConfig
 from basketgnn.models.din.candidates import sample_candidates
 from basketgnn.nn.losses import multi_hot
+from tests.support.reference_zoo import din_scores
+from tests.support.zoo import TINY_ITEMS, histories, model_vs_popularity, tiny_batch
 
 
 def test_targets_always_among_distinct_sorted_candidates():

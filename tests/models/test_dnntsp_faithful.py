@@ -1,12 +1,9 @@
 """The fast, batched DNNTSP computes exactly what MODEL.md says: same scores and same gradients
-as the dense loop reference in ``tests/reference_dnntsp.py``, for every model switch, in train and
-eval mode, on edge-case users; real outputs do not depend on padding.
+as the dense loop reference in ``tests/support/reference_dnntsp.py``, for every model switch, in
+train and eval mode, on edge-case users; real outputs do not depend on padding.
 """
 
 from __future__ import annotations
-
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,11 +14,7 @@ from basketgnn.data.split import Instances
 from basketgnn.graph.cooccurrence import GraphBatch, build_user_graphs
 from basketgnn.models.dnntsp import DNNTSP
 from basketgnn.nn.aggregation import aggregate_nodes_temporal_feature
-
-# tests/ has no __init__.py, so make the reference module (tests/reference_dnntsp.py) importable
-# whatever directory pytest is started from.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from reference_dnntsp import reference_scores  # noqa: E402
+from tests.support.reference_dnntsp import reference_scores
 
 N_ITEMS = 12
 DIM = 8

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import torch
-from reference_zoo import sasrec_scores
-from zoo_support import (
+
+from basketgnn.models.sasrec import SPEC, SASRecConfig
+from tests.support.reference_zoo import sasrec_scores
+from tests.support.zoo import (
     TINY_ITEMS,
     assert_matches_reference,
     model_vs_popularity,
     tiny_batch,
     with_padding,
 )
-
-from basketgnn.models.sasrec import SPEC, SASRecConfig
 
 
 def tiny(config: SASRecConfig):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from raw_data import raw_basket_data
 
 from basketgnn.data.dataset import from_sequences
 from basketgnn.data.split import Instances
@@ -17,6 +16,7 @@ from basketgnn.jit import compiled_inference_applies
 from basketgnn.nn import attention_kernel
 from basketgnn.nn.aggregation import aggregate_nodes_temporal_feature, last_timestamp
 from basketgnn.nn.temporal_attention import MaskedTemporalSelfAttention
+from tests.support.raw_data import raw_basket_data
 
 N_ITEMS = 30
 DIM = 12

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from reference_zoo import target_attention
 
 from basketgnn.data.dataset import from_sequences
 from basketgnn.data.split import Instances
 from basketgnn.graph.cooccurrence import build_user_graphs
 from basketgnn.models.dnntsp import DNNTSP
 from basketgnn.nn.gated_scorer import GatedScorer
+from tests.support.reference_zoo import target_attention
 
 
 def test_explore_term_matches_reference_and_spares_own_items():

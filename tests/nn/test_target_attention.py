@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from reference_zoo import target_attention
 
 from basketgnn.nn.dice import Dice, PReLU
 from basketgnn.nn.target_attention import TargetAttention, chunk_size, pad_segments
+from tests.support.reference_zoo import target_attention
 
 
 def test_hand_computed_weights_are_not_softmax_normalised():

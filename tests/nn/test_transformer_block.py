@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from reference_zoo import transformer_block
 
 from basketgnn.nn.masks import length_mask
 from basketgnn.nn.transformer_block import TransformerBlock, attention_mask
+from tests.support.reference_zoo import transformer_block
 
 
 def test_attention_mask_hand_case():

@@ -7,7 +7,6 @@ import pickle
 
 import numpy as np
 import pytest
-from scoring_helpers import random_data, reference_scores
 
 from basketgnn.data.dataset import from_sequences
 from basketgnn.data.split import Instances, make_split
@@ -15,6 +14,7 @@ from basketgnn.metrics import top_k
 from basketgnn.recommenders.tifu_knn import TifuKnn
 from basketgnn.scoring.fusion import FusionPoint, ScoreFusion, TifuScorer
 from basketgnn.scoring.tifu import TifuParams
+from tests.support.scoring import random_data, reference_scores
 
 
 def reference_fusion(logits, tifu, weight, top):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scoring_helpers import random_data
 
 from basketgnn.data.split import make_split
 from basketgnn.metrics import ranking_metrics, top_k
@@ -19,6 +18,7 @@ from basketgnn.scoring.fusion_choice import (
     validation_criterion,
 )
 from basketgnn.scoring.tifu import TifuParams
+from tests.support.scoring import random_data
 
 
 def test_choice_includes_both_ends_and_is_at_least_as_good_as_either():

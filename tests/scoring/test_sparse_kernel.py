@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scoring_helpers import assert_same
 
 from basketgnn.data.dataset import _offsets
 from basketgnn.scoring.sparse import SparseScores
+from tests.support.scoring import assert_same
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scoring_helpers import random_data, reference_scores
 
 from basketgnn.data.split import Instances
 from basketgnn.recommenders.tifu_knn import TifuKnn
 from basketgnn.scoring.fusion import TifuScorer
 from basketgnn.scoring.tifu import TifuParams, capped_pool, keep_top
+from tests.support.scoring import random_data, reference_scores
 
 
 def test_keep_top_ties_go_to_the_lower_column():

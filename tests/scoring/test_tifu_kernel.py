@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scoring_helpers import assert_same, instances, skewed_data
 
 from basketgnn.data.split import Instances
 from basketgnn.scoring.fusion import TifuScorer
@@ -20,6 +19,7 @@ from basketgnn.scoring.tifu import (
     customer_vectors,
     query_chunks,
 )
+from tests.support.scoring import assert_same, instances, skewed_data
 
 
 def batch_tifu(scorer, data, query, alphas):

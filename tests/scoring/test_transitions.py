@@ -7,7 +7,6 @@ import pickle
 
 import numpy as np
 import pytest
-from scoring_helpers import random_data
 
 from basketgnn.data.dataset import from_sequences
 from basketgnn.data.split import Instances, make_split
@@ -18,6 +17,7 @@ from basketgnn.scoring.fusion_choice import choose_fusion, validation_criterion
 from basketgnn.scoring.sparse import SparseScores
 from basketgnn.scoring.tifu import TifuParams
 from basketgnn.scoring.transitions import TransitionOption, TransitionScorer
+from tests.support.scoring import random_data
 
 
 def reference_matrix(data, pool, row_top):

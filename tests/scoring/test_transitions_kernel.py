@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from scoring_helpers import assert_same, instances, skewed_data
 
 from basketgnn.data.split import Instances
 from basketgnn.scoring.sparse import SparseScores
 from basketgnn.scoring.transitions import TransitionOption, TransitionScorer, _basket_matrix
+from tests.support.scoring import assert_same, instances, skewed_data
 
 
 def batch_transitions(scorer, data, query, option, top):

@@ -1,5 +1,4 @@
-"""Data generators and loop references shared by the scoring tests (imported by module name:
-pytest puts this folder on ``sys.path``, it holds no ``__init__.py``).
+"""Data generators and loop references shared by the scoring tests (``tests.support.scoring``).
 
 ``random_data``, ``reference_vector`` and ``reference_scores`` are TIFU-KNN's slow loop
 reference, as in tests/recommenders/test_tifu_knn.py; the others build skewed catalogues and

@@ -1,9 +1,9 @@
-"""Helpers shared by the ingestion tests (the engines of the `engine` fixtures in conftest.py,
-the small logs, comparisons).
+"""Helpers shared by the ingestion tests (the engines of the `engine` fixtures in
+tests/data/conftest.py, the small logs, a real export's shape, comparisons).
 
 :class:`Engine` runs the ingestion engine (DuckDB, ``prepare_log``) or its pandas test oracle
-(pandas_oracle.py); the DuckDB one also checks that its dataset (or its error message) is the
-oracle's, so every case run on both also checks that they agree.
+(tests/support/pandas_oracle.py); the DuckDB one also checks that its dataset (or its error
+message) is the oracle's, so every case run on both also checks that they agree.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from pandas_oracle import prepare_log_pandas
 
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.ingest import Columns, PrepareOptions, prepare_log
 from basketgnn.errors import UserError
+from tests.support.pandas_oracle import prepare_log_pandas
 
 HEADER = ["customer_id", "basket_id", "timestamp", "item_id"]
 
@@ -37,6 +37,28 @@ ROWS = [
 
 ARRAYS = ("items", "basket_offsets", "user_offsets", "basket_times", "user_ids", "item_ids",
           "user_part")  # fmt: skip
+
+# A real export's columns (tests/data/test_ingest_options.py, tests/cli/test_cli_data.py).
+EXPORT = ["InvoiceNo", "StockCode", "Quantity", "InvoiceDate", "CustomerID"]
+EXPORT_COLUMNS = Columns(
+    customer="CustomerID", item="StockCode", basket="InvoiceNo", timestamp="InvoiceDate",
+    quantity="Quantity",
+)
+
+# An export in the shape of a real one: cancellations ('C' invoices, negative quantities), a postage
+# code, a customer written as a float, a row without customer.
+EXPORT_ROWS = [
+    ["536365", "A", "6", "2010-12-01 08:26", "17850.0"],
+    ["536365", "B", "2", "2010-12-01 08:26", "17850.0"],
+    ["536365", "POST", "1", "2010-12-01 08:26", "17850.0"],
+    ["C536379", "B", "-2", "2010-12-02 09:41", "17850.0"],  # the cancellation of B
+    ["536380", "C", "3", "2010-12-03 10:00", "17850.0"],
+    ["536381", "A", "1", "2010-12-01 11:00", "13047"],
+    ["536382", "M", "1", "2010-12-04 11:00", "13047"],  # manual adjustment: a basket of its own
+    ["536383", "C", "0", "2010-12-05 11:00", "13047"],  # zero quantity: a return too
+    ["536384", "B", "4", "2010-12-06 11:00", "13047"],
+    ["536385", "A", "1", "2010-12-06 11:00", None],  # no customer
+]
 
 
 def write_csv(folder: Path, rows: list[list[Any]], name: str = "log.csv",
