@@ -109,21 +109,3 @@ def test_parts_resume_after_a_crash_and_start_over_for_other_settings(tmp_path):
     write_log_parts(out, 120, 100, 4, on_part=lambda i, n, r: made.append(i), **PART_KNOBS)
     assert made == [0, 1] and len(list(out.iterdir())) == 2
 
-
-def test_cli_writes_a_big_log_as_parts(tmp_path):
-    from typer.testing import CliRunner
-
-    from basketgnn.cli import app
-    from basketgnn.errors import UserError
-
-    result = CliRunner().invoke(
-        app, ["synth", "--preset", "realistic-clean", "--customers", "300", "--chunk-customers",
-              "200", "--out", str(tmp_path / "log")],
-    )  # fmt: skip
-    assert result.exit_code == 0, result.output
-    df = pd.read_parquet(tmp_path / "log")
-    assert df["customer_id"].nunique() == 300 and df["item_id"].nunique() > 300
-    bad = CliRunner().invoke(app, ["synth", "--preset", "realistic", "--out", str(tmp_path / "x")])
-    # main() turns a UserError into its message and exit status 2.
-    assert isinstance(bad.exception, UserError) and "only plain and realistic-clean" in str(bad.exception)
-    assert not (tmp_path / "x").exists()

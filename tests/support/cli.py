@@ -1,5 +1,6 @@
-"""Running the ``basketgnn`` command line in-process, as a user would, and a small transaction
-log to run it on. The ``log_csv`` fixture (tests/conftest.py) writes that log once per module."""
+"""Running the ``basketgnn`` command line in-process, as a user would, a small transaction log to
+run it on, and the checkpoints the command tests share. The ``log_csv`` fixture (tests/conftest.py)
+writes that log once per module (once per session under tests/cli/, see its conftest.py)."""
 
 from __future__ import annotations
 
@@ -41,3 +42,56 @@ def small_log(path: Path) -> Path:
 
     write_log(generate_log(n_customers=150, n_items=40, mean_baskets=6, seed=3), path)
     return path
+
+
+#: One-epoch settings of the sequential models for `train --model NAME` on the small log.
+ZOO_TINY = {
+    "sasrec": "dim: 8\nffn_dim: 8\nblocks: 1\n",
+    "bert4rec": "dim: 8\nffn_dim: 16\nblocks: 1\n",
+    "din": "dim: 8\nattention_hidden: [8]\nhidden: [16]\n",
+}
+
+
+def train_zoo(monkeypatch, capsys, folder: Path, model: str, fusion: str) -> str:
+    """One epoch of MODEL with the add-on FUSION on ``folder/data`` into ``folder/MODEL-FUSION``;
+    the command's stdout."""
+    config = folder / f"{model}-{fusion}.yaml"
+    config.write_text(ZOO_TINY[model] + f"batch_size: 64\nthreads: 1\nfusion: {fusion}\n")
+    code, out, err = run(monkeypatch, capsys, "train", "--model", model, "--data", str(folder / "data"),
+                         "--config", str(config), "--out", str(folder / f"{model}-{fusion}"),
+                         "--epochs", "1", "--seed", "0", "--no-progress")  # fmt: skip
+    assert code == 0, err
+    assert f"training {model} on" in out and "best epoch" in out
+    return out
+
+
+def make_checkpoint(
+    folder: Path, n_customers: int = 60, n_items: int = 25, weight: float = 0.3, record_data: bool = True
+):
+    """A prepared dataset and an untrained DNNTSP checkpoint fused with TIFU-KNN at ``weight``
+    (scoring costs and paths are those of a trained one; no training needed for a test). With
+    ``record_data`` False the checkpoint does not name its dataset."""
+    import torch
+
+    from basketgnn.data.ingest import prepare_log
+    from basketgnn.data.split import make_split
+    from basketgnn.data.synth import generate_log
+    from basketgnn.engine.checkpoint import save_checkpoint, set_section
+    from basketgnn.models.dnntsp import DNNTSP, DNNTSPConfig
+    from basketgnn.scoring.fusion import ScoreFusion, TifuScorer
+    from basketgnn.scoring.tifu import TifuParams
+
+    log = folder / "log.csv"
+    generate_log(n_customers=n_customers, n_items=n_items, mean_baskets=5, seed=2).to_csv(log, index=False)
+    data = prepare_log(log)
+    data.save(folder / "data")
+    # One torch thread: tiny tensors gain nothing from two, and lose much on a loaded machine.
+    torch.manual_seed(0)
+    config = DNNTSPConfig(embed_dim=8, seed=0, threads=1)
+    model = DNNTSP.from_config(data.n_items, config)
+    train = make_split(data, "temporal")["train"]
+    fusion = ScoreFusion(weight, "sigmoid", TifuScorer.build(data, train, TifuParams(k=5)))
+    extras = {"data": str(folder / "data")} if record_data else {}
+    save_checkpoint(folder / "best.pt", "dnntsp", model, config, data.item_ids, extras)
+    set_section(folder / "best.pt", "fusion", {"choice": {"weight": weight, "k": 5}, "state": fusion.state()})
+    return folder / "best.pt", data

@@ -40,6 +40,13 @@ def test_unknown_key_and_bad_value_are_user_errors(tmp_path):
         load_config(None, embed_dim=30, heads=4)
 
 
+
+def test_bad_combinations_and_device_are_user_errors_without_a_file():
+    with pytest.raises(UserError, match="embed_dim 30 must be divisible by heads 4"):
+        load_config(None, embed_dim=30)
+    with pytest.raises(UserError, match="device"):
+        load_config(None, device="bogus")
+
 def test_validation_errors_name_nested_keys_list_positions_and_valid_keys():
     from pydantic import BaseModel, ConfigDict, ValidationError
 

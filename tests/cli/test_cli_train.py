@@ -1,14 +1,44 @@
-"""`basketgnn train --warm-start PREV/best.pt --sample-customers N`: the nightly flags."""
+"""`basketgnn train` and `basketgnn config` (basketgnn/cli/train.py): the run folder (checkpoint,
+log, split) of DNNTSP and of the sequential models, the nightly flags (--warm-start,
+--sample-customers), and the model named in help, config and errors."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
 from tests.support.cli import run
 
+ZOO = ["sasrec", "bert4rec", "din"]
 TINY = "embed_dim: 8\nbatch_size: 64\nthreads: 1\nfusion: off\n"
+
+
+def test_train_writes_checkpoint_log_and_split(trained):
+    assert {"best.pt", "train_log.jsonl", "split.json", "resume.pt"} <= {p.name for p in trained.iterdir()}
+    log = [json.loads(line) for line in (trained / "train_log.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in log] == [1, 2]
+
+
+@pytest.mark.parametrize("model", ZOO)
+def test_train_each_zoo_model_for_one_epoch(zoo_trained, model):
+    run_dir, out = zoo_trained(model)
+    assert f"training {model} on" in out and "best epoch" in out
+    log = [json.loads(line) for line in (run_dir / "train_log.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in log] == [1]
+
+
+def test_config_and_train_name_the_model(monkeypatch, capsys, log_csv, tmp_path):
+    code, out, _ = run(monkeypatch, capsys, "config", "--model", "dnntsp")
+    assert code == 0 and "embed_dim: 32" in out and "lr: 0.001" in out
+    code, _, err = run(monkeypatch, capsys, "config", "--model", "tifu-knn")
+    assert code == 2 and "unknown trainable model 'tifu-knn'" in err
+    code, out, _ = run(monkeypatch, capsys, "train", "--help")
+    assert "dnntsp (DNNTSP (Yu et al." in " ".join(out.replace("│", " ").split())
+    run(monkeypatch, capsys, "prepare", str(log_csv), "--out", str(tmp_path / "ds"))
+    code, _, err = run(monkeypatch, capsys, "train", "--data", str(tmp_path / "ds"), "--model", "nope")
+    assert code == 2 and "--model: unknown trainable model 'nope'; choose one of dnntsp" in err
 
 
 def test_train_warm_started_on_a_sample_then_wrong_model_is_exit_2(monkeypatch, capsys, tmp_path, log_csv):

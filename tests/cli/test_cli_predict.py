@@ -1,5 +1,7 @@
-"""`basketgnn recommend` end to end with a DNNTSP checkpoint fused with TIFU-KNN: shards and
-torchrun ranks against one process, bad --shard values, and `python -m basketgnn`."""
+"""The commands that use a trained checkpoint (basketgnn/cli/predict.py): `predict` one
+customer's next basket (or a typed history's), and `recommend` top-k rows for every customer:
+DNNTSP fused with TIFU-KNN and the sequential models, shards and torchrun ranks against one
+process, thread counts, and bad --shard values."""
 
 from __future__ import annotations
 
@@ -13,45 +15,65 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
-from basketgnn.data.split import make_split
-from basketgnn.data.synth import generate_log
-from basketgnn.engine.checkpoint import save_checkpoint, set_section
-from basketgnn.models.dnntsp import DNNTSP, DNNTSPConfig
-from basketgnn.scoring.fusion import ScoreFusion, TifuScorer
-from basketgnn.scoring.tifu import TifuParams
 from basketgnn.workflow.recommendations import MANIFEST
-from tests.support.cli import run
+from tests.support.cli import make_checkpoint, run
 
-
-def make_checkpoint(folder, n_customers: int = 60, n_items: int = 25, weight: float = 0.3):
-    """A prepared dataset and an untrained DNNTSP checkpoint fused with TIFU-KNN at ``weight``
-    (scoring costs and paths are those of a trained one; no training needed for a test)."""
-    from basketgnn.data.ingest import prepare_log
-
-    log = folder / "log.csv"
-    generate_log(n_customers=n_customers, n_items=n_items, mean_baskets=5, seed=2).to_csv(log, index=False)
-    data = prepare_log(log)
-    data.save(folder / "data")
-    # One torch thread: tiny tensors gain nothing from two, and lose much on a loaded machine.
-    torch.manual_seed(0)
-    config = DNNTSPConfig(embed_dim=8, seed=0, threads=1)
-    model = DNNTSP.from_config(data.n_items, config)
-    train = make_split(data, "temporal")["train"]
-    fusion = ScoreFusion(weight, "sigmoid", TifuScorer.build(data, train, TifuParams(k=5)))
-    save_checkpoint(folder / "best.pt", "dnntsp", model, config, data.item_ids, {"data": str(folder / "data")})
-    set_section(folder / "best.pt", "fusion", {"choice": {"weight": weight, "k": 5}, "state": fusion.state()})
-    return folder / "best.pt", data
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    return make_checkpoint(tmp_path_factory.mktemp("ckpt"))
+ZOO = ["sasrec", "bert4rec", "din"]
 
 
 def parts(folder) -> pd.DataFrame:
     return pd.concat([pd.read_parquet(f) for f in sorted(folder.glob("part-*.parquet"))], ignore_index=True)
+
+
+# --- predict ---------------------------------------------------------------------------------
+
+
+def test_predict_for_a_customer_and_for_a_typed_history(monkeypatch, capsys, trained, log_csv):
+    customer = str(pd.read_csv(log_csv)["customer_id"].iloc[0])
+    code, out, err = run(monkeypatch, capsys, "predict", "--checkpoint", str(trained / "best.pt"),
+                         "--user", customer, "--k", "5")
+    assert code == 0, err
+    assert out.count("\n") >= 5 and "next basket" in out
+    item = str(pd.read_csv(log_csv)["item_id"].iloc[0])
+    code, out, err = run(monkeypatch, capsys, "predict", "--checkpoint", str(trained / "best.pt"),
+                         "--history", json.dumps([[item, "no-such-item"], [item]]), "--k", "3")
+    assert code == 0 and "1 unknown item id(s) ignored: no-such-item" in err
+    assert "next basket (2 past baskets)" in out
+
+
+def test_predict_k_below_1_is_exit_2(monkeypatch, capsys):
+    code, _, _ = run(monkeypatch, capsys, "predict", "--checkpoint", "x.pt", "--user", "u", "--k", "0")
+    assert code == 2
+
+
+# --- recommend: a trained DNNTSP and the sequential models -------------------------------------
+
+
+def test_recommend_writes_top_k_for_every_customer(monkeypatch, capsys, trained, log_csv, tmp_path):
+    out = tmp_path / "recs.parquet"
+    code, _, err = run(monkeypatch, capsys, "recommend", "--checkpoint", str(trained / "best.pt"),
+                       "--out", str(out), "--k", "7")
+    assert code == 0, err
+    recs = pd.read_parquet(out)
+    customers = pd.read_csv(log_csv)["customer_id"].astype(str).unique()
+    assert list(recs.columns) == ["customer_id", "item_id", "rank", "score"]
+    assert len(recs) == 7 * len(customers) and set(recs["customer_id"].astype(str)) == set(customers)
+    assert (recs.groupby("customer_id")["score"].diff().dropna() <= 0).all()
+
+
+@pytest.mark.parametrize("model", ZOO)
+def test_recommend_with_each_zoo_checkpoint(monkeypatch, capsys, zoo_trained, log_csv, tmp_path, model):
+    run_dir, _ = zoo_trained(model)
+    recs = tmp_path / f"{model}-recs.csv"
+    code, _, err = run(monkeypatch, capsys, "recommend", "--checkpoint", str(run_dir / "best.pt"),
+                       "--out", str(recs), "--k", "5")
+    assert code == 0, err
+    customers = pd.read_csv(log_csv)["customer_id"].astype(str).unique()
+    assert len(pd.read_csv(recs)) == 5 * len(customers)
+
+
+# --- recommend: shards, ranks and threads (an untrained fused checkpoint) ----------------------
 
 
 def test_shards_under_any_scheduler_equal_one_process(monkeypatch, capsys, checkpoint, tmp_path):
@@ -117,12 +139,6 @@ def test_bad_shard_is_one_message_and_exit_2(monkeypatch, capsys, checkpoint, tm
     assert code == 2 and "Traceback" not in err
     assert re.search(message, " ".join(err.split()))
     assert not out.exists()
-
-
-def test_python_dash_m_runs_the_cli():
-    done = subprocess.run([sys.executable, "-m", "basketgnn", "recommend", "--help"],
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert done.returncode == 0 and "--shard" in done.stdout
 
 
 def test_torchrun_with_two_processes_writes_the_one_process_parts(monkeypatch, capsys, checkpoint, tmp_path):
