@@ -190,7 +190,7 @@ RANGE_STAMPS = ["2024-01-01", "9999-12-31", "not a date", "2262-04-11 23:00-02:0
 def test_timestamps_outside_storable_range_name_file_row_column_and_fix(tmp_path, engine):
     rows = [["c1", f"b{k}", s, "x"] for k, s in enumerate(RANGE_STAMPS)]
     message = engine.error(write_csv(tmp_path, rows))
-    assert "1 row(s) with an unparsable timestamp in 'timestamp' (dates are read as ISO, e.g. " in message
+    assert "1 row(s) with an unparsable timestamp in 'timestamp' (dates are read as ISO, YYYY-MM-DD HH:MM; " in message
     assert "name other spellings with --time-format, e.g. '%m/%d/%Y %H:%M'), e.g. " in message
     assert "log.csv row 3 (timestamp='not a date')" in message
     assert "4 row(s) with a timestamp in 'timestamp' outside 1677-09-22 .. 2262-04-11" in message
