@@ -7,6 +7,7 @@ lines never mix two datasets.
 - :func:`source_fingerprint` hashes a dataset *on disk* without loading it (the bytes of a
   DNNTSP .json, or the arrays of a prepared folder), so the ablation grid can tell finished
   runs from pending ones before it loads anything.
+- :func:`settings_hash` hashes settings (any JSON-like value): the pipeline's stage keys.
 """
 
 from __future__ import annotations
@@ -40,6 +41,15 @@ def data_fingerprint(
         h.update(np.ascontiguousarray(inst.users).tobytes())
         h.update(np.ascontiguousarray(inst.n_history).tobytes())
     return h.hexdigest()
+
+
+def settings_hash(obj: Any, digits: int | None = None) -> str:
+    """sha256 (hex; its first ``digits`` digits when given) of ``obj`` as JSON with sorted keys,
+    json's default separators (``", "`` and ``": "``) and ``str()`` of any value JSON has no
+    form for (a path, a date). Equal settings give equal hashes whatever their key order."""
+    text = json.dumps(obj, sort_keys=True, separators=(", ", ": "), default=str)
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    return digest if digits is None else digest[:digits]
 
 
 def source_fingerprint(path: Path, where: str = "") -> str:

@@ -47,7 +47,7 @@ def evaluate(
     fused: Annotated[
         bool,
         typer.Option(
-            "--fused/--model-only",
+            "--fused/--model-only", "--addon",
             help="With --checkpoint: rank as trained (with the fusion with TIFU-KNN that "
             "validation chose), or by the model's own scores alone.",
         ),

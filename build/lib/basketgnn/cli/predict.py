@@ -40,7 +40,7 @@ def predict(
     from rich.table import Table
 
     from basketgnn.data.split import Instances
-    from basketgnn.workflow.harness import rank_items
+    from basketgnn.recommenders.base import rank_items
 
     if (user is None) == (history is None):
         raise UserError("Give exactly one of --user ID or --history JSON.")

@@ -17,8 +17,6 @@ A run's key is ``(dataset, variant, seed, config_hash, data_hash)``:
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from basketgnn import registry
 from basketgnn.errors import UserError
-from basketgnn.fingerprint import source_fingerprint
+from basketgnn.fingerprint import settings_hash, source_fingerprint
 from basketgnn.metrics import KS
 from basketgnn.workflow.config import (
     Settings,
@@ -297,21 +295,15 @@ def _plan_dataset(
     """One dataset's runs: the baselines, then every variant seed-major."""
     runs = []
     for name, options in baselines.items():
-        config_hash = _hash({"baseline": name, "options": options, "split": spec.split})
+        config_hash = settings_hash({"baseline": name, "options": options, "split": spec.split}, 16)
         runs.append(Run(dataset, name, "baseline", None, options, config_hash, data_hash))
     for seed in spec.seeds:
         for name, (model, settings) in configs.items():
             full = settings.update(seed=seed).dump()
             hashed = {k: v for k, v in full.items() if k not in _UNHASHED_KEYS}
-            config_hash = _hash({model: hashed, "split": spec.split})
+            config_hash = settings_hash({model: hashed, "split": spec.split}, 16)
             runs.append(Run(dataset, name, model, seed, full, config_hash, data_hash))
     return runs
-
-
-def _hash(obj: Any) -> str:
-    """A run's settings hash: 16 hex digits of the sha256 of ``obj`` as canonical JSON (sorted keys, no spaces)."""
-    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def dataset_hash(path: Path, spec_path: Path | None = None, name: str | None = None) -> str:

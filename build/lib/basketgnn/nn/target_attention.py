@@ -13,7 +13,7 @@ weight 0.
 Every user is paired with every target, so the MLP runs on [B, C, T, ·]; callers scoring the
 whole catalogue pass it in chunks of targets (see :func:`chunk_size`). The first layer is one
 matrix product per chunk (see :meth:`TargetAttention.weights`); the dense concatenation is the
-reference in tests/reference_zoo.py.
+reference in tests/support/reference_zoo.py.
 
 Shapes: history [B, T, d], mask [B, T] bool (True = real), targets [C, d]
 -> pooled [B, C, d], weights [B, C, T].
@@ -87,7 +87,7 @@ class TargetAttention(nn.Module):
 
         and the linear half is a product [B·T, d] x [d, C]: the [B, T, C, k] tensor goes
         through one relu and one matrix-vector product instead of PReLU's select and a
-        Linear(k, 1). Exact; tests/reference_zoo.py's dense unit is the reference.
+        Linear(k, 1). Exact; tests/support/reference_zoo.py's dense unit is the reference.
         """
         B, T, d = history.shape
         C = targets.shape[0]

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
@@ -29,6 +30,9 @@ from matplotlib.ticker import MaxNLocator
 from basketgnn.data.ingest import report_lines
 from basketgnn.io_utils import atomic_path, write_text
 from basketgnn.results_table import from_records, to_html
+
+if TYPE_CHECKING:
+    from basketgnn.pipeline.cache import Stage
 
 TRAINING_CHART = "report_training.png"
 METRICS_CHART = "report_metrics_at_k.png"
@@ -57,6 +61,81 @@ def write_report(
     charts.append(REPEAT_EXPLORE_CHART)
     write_text(out / "report.html", report_html(summary, charts))
     return charts
+
+
+def metrics_summary(
+    title: str,
+    prepare: Stage,
+    split: Stage,
+    fits: dict[str, Stage],
+    evaluate: Stage,
+    recommend: Stage,
+    records: list[dict[str, Any]],
+    *,
+    charted: str | None,
+    pool_cap: int | None,
+    part: str,
+    files: Sequence[str],
+) -> dict[str, Any]:
+    """metrics.json of a run, from what its stages recorded (so an unchanged job writes
+    identical files): the data, the split, the evaluated ``part``, every model's ``records``,
+    the ``charted`` model, each trained model's training, the recommendations (in ``files``),
+    each stage's seconds and, for a nightly run, what was sampled and reused."""
+    summary: dict[str, Any] = {
+        "title": title,
+        "data": {
+            k: prepare.info[k] for k in ("source", "engine", "customers", "items", "baskets", "report")
+        },
+        "split": {
+            "name": split.info["name"],
+            "kind": split.info["settings"]["kind"],
+            "customers": split.info["sizes"],
+        },
+        "evaluated_on": {
+            "part": part,
+            "customers": evaluate.info.get("customers", split.info["sizes"][part]),
+        },
+        "models": records,
+        "charted_model": charted,
+        **{
+            f"{name}_training": {
+                k: fit.info[k]
+                for k in ("best_epoch", "epochs_run", "best_validation", "train_seconds",
+                          "left_out_baskets")
+                if k in fit.info
+            }
+            for name, fit in fits.items()
+        },
+        "recommendations": {
+            **{k: recommend.info[k] for k in ("model", "k", "customers", "rows", "selection")
+               if k in recommend.info},
+            "files": list(files),
+        },
+        "timing_s": {
+            s.name: s.info["seconds"] for s in (prepare, split, *fits.values(), evaluate, recommend)
+        },
+    }  # fmt: skip
+    nightly = nightly_summary(split.info, {n: f.info for n, f in fits.items()}, pool_cap)
+    if nightly:
+        summary["nightly"] = nightly
+    return summary
+
+
+def nightly_summary(
+    split_info: dict[str, Any], fit_infos: dict[str, dict[str, Any]], pool_cap: int | None
+) -> dict[str, Any]:
+    """What a nightly run sampled and reused (metrics.json ``nightly``): the training sample,
+    each warm start, the neighbour pool cap. Empty for a job with none of them, whose
+    metrics.json then has no ``nightly`` key."""
+    out: dict[str, Any] = {}
+    if "sample" in split_info:
+        out["sample"] = split_info["sample"]
+    warm = {name: info["warm_start"] for name, info in fit_infos.items() if "warm_start" in info}
+    if warm:
+        out["warm_start"] = warm
+    if pool_cap is not None:
+        out["neighbour_pool_cap"] = pool_cap
+    return out
 
 
 def _save(fig: Figure, path: Path) -> None:

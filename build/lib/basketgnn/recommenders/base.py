@@ -13,6 +13,7 @@ import numpy as np
 
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
+from basketgnn.metrics import top_k
 
 
 @runtime_checkable
@@ -38,3 +39,30 @@ class Recommender(Protocol):
     def params(self) -> dict[str, Any]:
         """Hyperparameters in effect (recorded with results)."""
         ...
+
+
+def rank_items(
+    model: Recommender, data: BasketData, instances: Instances, k: int, chunk: int = 2048
+) -> tuple[np.ndarray, np.ndarray]:
+    """Top-k item indices and their scores for every instance's history.
+
+    A recommender with its own ``rank(data, instances, k)`` (the neural models: the same
+    result from a few candidates per instance) ranks; any other is ranked from ``score``.
+
+    Shapes: -> (items [n, k] int64, scores [n, k] float32).
+    """
+    k = min(k, data.n_items)
+    items = np.zeros((len(instances), k), dtype=np.int64)
+    scores = np.zeros((len(instances), k), dtype=np.float32)
+    rank = getattr(model, "rank", None)
+    for start in range(0, len(instances), chunk):
+        sl = slice(start, start + chunk)
+        part = Instances(instances.users[sl], instances.n_history[sl])
+        if callable(rank):
+            items[sl], scores[sl] = rank(data, part, k)
+            continue
+        s = model.score(data, part)
+        idx = top_k(s, k)
+        items[sl] = idx
+        scores[sl] = np.take_along_axis(s, idx, axis=1)
+    return items, scores

@@ -33,7 +33,6 @@ merges them into ``_manifest.json``.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -49,9 +48,9 @@ import pyarrow.parquet as pq
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
 from basketgnn.errors import UserError
+from basketgnn.fingerprint import data_fingerprint, settings_hash
 from basketgnn.io_utils import atomic_path, part_index, part_path, write_json, write_table_stream
-from basketgnn.recommenders.base import Recommender
-from basketgnn.workflow.harness import rank_items
+from basketgnn.recommenders.base import Recommender, rank_items
 
 #: The columns of every recommendation output.
 SCHEMA = pa.schema(
@@ -212,12 +211,7 @@ def write_recommendation_file(
 def run_key(data: BasketData, k: int, chunk: int, source: Mapping[str, Any]) -> str:
     """sha256 (16 hex digits) of what a part's rows depend on: the model ``source`` (e.g. the
     checkpoint's hash), the data's baskets and ids, k and the chunk size."""
-    h = hashlib.sha256(json.dumps({"source": dict(source), "k": k, "chunk": chunk}, sort_keys=True).encode())
-    for arr in (data.items, data.basket_offsets, data.user_offsets):
-        h.update(np.ascontiguousarray(arr).tobytes())
-    for ids in (data.user_ids, data.item_ids):
-        h.update(np.ascontiguousarray(ids.astype(str)).tobytes())
-    return h.hexdigest()[:16]
+    return settings_hash({"source": dict(source), "k": k, "chunk": chunk, "data": data_fingerprint(data)}, 16)
 
 
 def write_recommendation_parts(

@@ -73,7 +73,7 @@ def prepare_log_duckdb(
 
     What :func:`basketgnn.data.ingest.prepare_log` runs; ``meta["engine"] = "duckdb"``.
     On the options they share it gives the pandas test oracle's dataset, report and messages
-    (tests/data/pandas_oracle.py, which lists where they differ). ``memory_limit``
+    (tests/support/pandas_oracle.py, which lists where they differ). ``memory_limit``
     (a DuckDB size such as "512MB") caps DuckDB's memory; what does not fit is spilled to a
     temporary folder created in ``temp_dir`` (default: the system's temporary folder) and removed
     afterwards. ``threads`` is the number of DuckDB worker threads.
