@@ -4,6 +4,7 @@ virtual environment, runs `basketgnn demo` from anywhere (the demo's data ships 
 from __future__ import annotations
 
 import os
+import shutil
 import site
 import subprocess
 import sys
@@ -14,9 +15,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_a_wheel_installs_in_a_fresh_venv_and_runs_the_demo(tmp_path):
+    # Built from a copy of what the wheel is made of, so no build folder lands in the checkout.
+    source = tmp_path / "source"
+    shutil.copytree(ROOT / "basketgnn", source / "basketgnn", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
     dist = tmp_path / "dist"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                    "--disable-pip-version-check", "-w", str(dist), str(ROOT)], check=True)  # fmt: skip
+                    "--disable-pip-version-check", "-w", str(dist), str(source)], check=True)  # fmt: skip
     (wheel,) = dist.glob("basketgnn-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "basketgnn/demo/transactions.csv" in names and "basketgnn/demo/config.yaml" in names

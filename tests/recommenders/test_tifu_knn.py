@@ -14,6 +14,7 @@ from basketgnn.data.split import Instances, make_split
 from basketgnn.metrics import ranking_metrics, top_k
 from basketgnn.recommenders.tifu_knn import TifuKnn
 from basketgnn.scoring.tifu import customer_vectors
+from tests.support.scoring import random_data, reference_scores
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "dnntsp"
 
@@ -58,65 +59,6 @@ def test_vectors_of_several_instances_and_an_empty_history():
 
 
 # --- against a slow loop reference -------------------------------------------------------------
-
-
-def reference_vector(
-    baskets: list[np.ndarray], n_items: int, m: int, r_b: float, r_g: float
-) -> np.ndarray:
-    v = np.zeros(n_items)
-    newest_first = baskets[::-1]
-    groups = [newest_first[s : s + m] for s in range(0, len(baskets), m)]
-    for g, group in enumerate(groups):
-        y = np.zeros(n_items)
-        for p, basket in enumerate(group):
-            y[basket] += r_b**p
-        v += r_g**g * y / len(group)
-    return v / max(len(groups), 1)
-
-
-def reference_scores(
-    data: BasketData,
-    train: Instances,
-    query: Instances,
-    k: int,
-    m: int,
-    r_b: float,
-    r_g: float,
-    alpha: float,
-) -> tuple[np.ndarray, float]:
-    """Scores, and the smallest gap between the k-th and (k+1)-th neighbour distance."""
-
-    def vec(u: int, h: int) -> np.ndarray:
-        return reference_vector(data.user_baskets(u)[:h], data.n_items, m, r_b, r_g)
-
-    train_vecs = [vec(u, h + 1) for u, h in zip(train.users, train.n_history)]
-    out, min_gap = [], np.inf
-    for u, h in zip(query.users, query.n_history):
-        own = vec(u, h)
-        cands = sorted(
-            (float(np.sum((own - t) ** 2)), j)
-            for j, t in enumerate(train_vecs)
-            if train.users[j] != u
-        )
-        if len(cands) > k:
-            min_gap = min(min_gap, cands[k][0] - cands[k - 1][0])
-        nbrs = [train_vecs[j] for _, j in cands[:k]]
-        out.append(alpha * own + (1 - alpha) * np.mean(nbrs, axis=0))
-    return np.array(out), min_gap
-
-
-def random_data(seed: int, n_users: int = 40, n_items: int = 30) -> BasketData:
-    rng = np.random.default_rng(seed)
-    return from_sequences(
-        [
-            [
-                list(rng.choice(n_items, size=rng.integers(1, 6), replace=False))
-                for _ in range(rng.integers(3, 9))
-            ]
-            for _ in range(n_users)
-        ],
-        n_items=n_items,
-    )
 
 
 @pytest.mark.parametrize(

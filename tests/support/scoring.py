@@ -1,7 +1,7 @@
 """Data generators and loop references shared by the scoring tests (``tests.support.scoring``).
 
 ``random_data``, ``reference_vector`` and ``reference_scores`` are TIFU-KNN's slow loop
-reference, as in tests/recommenders/test_tifu_knn.py; the others build skewed catalogues and
+reference (TIFU-KNN's tests use it too); the others build skewed catalogues and
 compare sparse rows bit for bit."""
 
 from __future__ import annotations

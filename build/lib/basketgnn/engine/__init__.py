@@ -1,1 +1,0 @@
-"""The one training engine for every neural model (see spec.py for the model contract)."""

@@ -1,1 +1,0 @@
-"""Per-user item co-occurrence graphs (DGL)."""

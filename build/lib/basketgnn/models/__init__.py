@@ -1,1 +1,0 @@
-"""Models composed from basketgnn.nn components."""

@@ -1,1 +1,0 @@
-"""The DNNTSP building blocks, one module per component."""

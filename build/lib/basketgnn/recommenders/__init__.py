@@ -1,1 +1,0 @@
-"""Recommenders behind one interface (:class:`basketgnn.recommenders.base.Recommender`)."""
