@@ -1,4 +1,4 @@
-"""What the compiled kernels share: numba's options (``scoring.kernels``, ``graph.build_kernel``,
+"""What the compiled kernels share: numba's options (the ``*_kernel`` modules of scoring/, ``graph.build_kernel``,
 ``nn.attention_kernel``, ``nn.gcn_kernel``) and when a compiled inference path may stand in for
 a module's tensor path (:func:`compiled_inference_applies`)."""
 

@@ -1,6 +1,6 @@
 """Every recommender by name, baselines and neural models alike: names to import paths, nothing
 more (the CLI, the pipeline, the ablation and checkpoints find models here and nowhere else; the
-workflow builds them, :func:`basketgnn.workflow.training.make_recommender`).
+workflow builds them, :func:`basketgnn.workflow.training.train`).
 
 A neural model is registered by one line in :data:`NEURAL`: its name, the package whose
 ``__init__.py`` exposes ``SPEC: ModelSpec`` (imported only when the model is used, so the CLI

@@ -49,10 +49,8 @@ app.command()(_jobs.ablate)
 app.command("config")(_train.show_config)
 app.command()(_jobs.demo)
 
-# Names other code reaches through ``basketgnn.cli`` (benchmarks load checkpoints with it).
+# The checkpoint loader benchmarks reach through ``basketgnn.cli``.
 _checkpoint_and_data = checkpoint_and_data
-DEFAULT_LOG = _jobs.DEFAULT_LOG
-TYPED_HISTORY_ID = _predict.TYPED_HISTORY_ID
 
 __all__ = ["app", "console", "err_console", "main", "print_results"]
 

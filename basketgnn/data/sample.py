@@ -9,7 +9,7 @@ yesterday's sample: what a warm-started model saw before).
 
 The split is made first on every customer; the sample then keeps the training and validation
 instances of sampled customers only, so the validation customers are drawn from the sample's
-split (early stopping and the add-on's choice see no customer outside it). The test part is
+split (early stopping and the fusion's choice see no customer outside it). The test part is
 left whole: the held-out customers are everyone's, and recommendations cover everyone.
 """
 

@@ -146,7 +146,9 @@ def _load_resume(path: Path, model_name: str, config: TrainOptions, key: str) ->
     # Under the cosine schedule, epochs sets the learning rate of every epoch, so it is part of
     # the run.
     ignored = ("device", "threads", "min_steps") + (() if config.lr_schedule == "cosine" else ("epochs",))
-    written = {k: v for k, v in state.get("config", {}).items() if k not in ignored}
+    # An option missing from the state (added since it was written) ran with its default.
+    defaults = {name: f.get_default(call_default_factory=True) for name, f in type(config).model_fields.items()}
+    written = {k: v for k, v in {**defaults, **state.get("config", {})}.items() if k not in ignored}
     wanted = {k: v for k, v in config.model_dump().items() if k not in ignored}
     if written != wanted or state.get("fingerprint") != key or state.get("model_name") != model_name:
         return None

@@ -51,11 +51,6 @@ def env_rank() -> int:
     return int(os.environ.get("RANK", "0"))
 
 
-def current_rank() -> int:
-    """This process's rank: the open process group's, else the launcher's (0 for one process)."""
-    return dist.get_rank() if dist.is_available() and dist.is_initialized() else env_rank()
-
-
 def start(device: torch.device) -> tuple[DistContext, torch.device]:
     """Join the run's process group, opening it when the environment asks for one.
 

@@ -78,6 +78,7 @@ class TrainResult:
     # History baskets the model's data left out (a history cap such as DNNTSP's max_history),
     # per part: {"train": n, "validate": n}; empty when nothing was left out.
     left_out_baskets: dict[str, int] = field(default_factory=dict)
+    rank: int = 0  # this process's rank (a torchrun's; 0 for one process): rank 0 writes
 
 
 def describe_left_out(left_out_baskets: dict[str, int]) -> str:
@@ -188,9 +189,9 @@ class _Run:
         if (self.plan.world_size, self.plan.rank) != (ctx.world_size, ctx.rank):
             raise ValueError(f"{self.plan} does not match this process (rank {ctx.rank} of {ctx.world_size})")
         self.loss_fn = spec.loss or _default_loss(data.n_items, config)
-        self.fingerprint = data_fingerprint(data, train, validate)
         if config.train_prefixes:
             train = prefix_instances(train)
+        self.fingerprint = data_fingerprint(data, train, validate)
         self.train_source = spec.batches(data, train, config, True)
         val_source = spec.batches(data, validate, config, False)
         # Each rank validates its 1/N of the customers (all of them if there are fewer than N).
@@ -243,7 +244,7 @@ class _Run:
         self.module.eval()
         if warm is not None:
             files.add_to_best(warm_start=warm.as_dict())  # where its weights came from
-        return TrainResult(best.epoch, best.metrics, epoch, 0.0, history, warm, self.left_out)
+        return TrainResult(best.epoch, best.metrics, epoch, 0.0, history, warm, self.left_out, self.ctx.rank)
 
     def _resume(self, files: RunFiles, key: str) -> tuple[Best, list[dict[str, Any]], int]:
         """(best so far, the epochs' log, the first epoch to run) from resume.pt, or a fresh start."""

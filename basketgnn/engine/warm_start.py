@@ -14,8 +14,8 @@ into today's freshly built module:
   (after ``ModelSpec.init``, so a data-dependent start such as DNNTSP's item prior covers
   them); items gone today are dropped.
 * Customers: no model of the engine has per-customer weights (``ModelSpec.build`` is given the
-  catalogue size only; a customer is their history), so nothing is mapped by customer id here; the ranking add-on is chosen afresh after training
-  from today's customers, and the training sample (:mod:`basketgnn.data.sample`) is drawn by
+  catalogue size only; a customer is their history), so nothing is mapped by customer id here; the fusion with TIFU-KNN is chosen afresh after
+  training from today's customers, and the training sample (:mod:`basketgnn.data.sample`) is drawn by
   customer id, so a customer sampled yesterday is sampled today.
 
 The optimiser starts afresh (Adam's moments of yesterday's last steps describe yesterday's

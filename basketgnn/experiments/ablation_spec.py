@@ -8,7 +8,7 @@ variant seed by seed (a grid stopped early has every variant at the first seeds)
 
 A run's key is ``(dataset, variant, seed, config_hash, data_hash)``:
 
-- ``config_hash`` (:func:`_hash`) covers the variant's settings and the split spec, but
+- ``config_hash`` (:func:`basketgnn.fingerprint.settings_hash`) covers the variant's settings and the split spec, but
   not the seed (its own part of the key, so that all seeds of one setting share a hash, which is
   how the table groups them) nor ``threads`` / ``device``, which only decide how fast a run
   goes;

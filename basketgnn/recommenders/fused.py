@@ -1,5 +1,5 @@
-"""A recommender fused with TIFU-KNN and item transitions: the ranking add-on chosen after
-training, wrapped around any recommender that scores every item.
+"""A trained model fused with TIFU-KNN and item transitions: the ranking chosen after training,
+wrapped around the model's own recommender.
 
 :class:`FusedRecommender` ranks customer u's item i by
 
@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
-from basketgnn.recommenders.neural import rank_dense, torch_threads
+from basketgnn.recommenders.neural import NeuralRecommender, rank_dense, torch_threads
 from basketgnn.scoring.candidates import SharedScores
 from basketgnn.scoring.fusion import ScoreFusion
 from basketgnn.scoring.fusion_choice import choose_fusion, fusion_choice
@@ -83,10 +83,10 @@ class FusionOptions(BaseModel):
 
 
 def choose(
-    base: Any, data: BasketData, train: Instances, validate: Instances, options: FusionOptions
+    base: NeuralRecommender, data: BasketData, train: Instances, validate: Instances, options: FusionOptions
 ) -> tuple[FusedRecommender | None, dict[str, Any] | None]:
     """The fusion ``options`` ask for, chosen on the validation customers from ``base``'s
-    validation scores (``base.validation_scores`` where it has one, else ``score``).
+    validation scores.
 
     Returns (the wrapper, or None when the model alone validated best; the choice as a record:
     weight, TIFU parameters, every grid point's criterion, a one-line ``description``), or
@@ -94,9 +94,8 @@ def choose(
     """
     if options.fusion == "off":
         return None, None
-    scores_of = getattr(base, "validation_scores", base.score)
     fusion = choose_fusion(
-        scores_of(data, validate), data, train, validate, chunk=CHOICE_CHUNK,
+        base.validation_scores(data, validate), data, train, validate, chunk=CHOICE_CHUNK,
         pool_cap=options.neighbour_pool_cap, transitions=options.transitions,
     )
     choice = fusion_choice(fusion)
@@ -104,9 +103,11 @@ def choose(
 
 
 class FusedRecommender:
-    """``base``'s scores fused with TIFU-KNN (module docstring); ``fusion.weight`` > 0."""
+    """``base``'s scores fused with TIFU-KNN (module docstring); ``fusion.weight`` > 0. ``base``
+    is a trained model (:class:`~basketgnn.recommenders.neural.NeuralRecommender`: any
+    registered neural model)."""
 
-    def __init__(self, base: Any, fusion: ScoreFusion) -> None:
+    def __init__(self, base: NeuralRecommender, fusion: ScoreFusion) -> None:
         if fusion.weight <= 0 or fusion.scorer is None:
             raise ValueError("a fused recommender needs a fusion weight above 0 and its TIFU pool")
         self.base = base
@@ -161,7 +162,7 @@ class FusedRecommender:
         if n == 0:
             return np.zeros((0, k), np.int64), np.zeros((0, k), np.float32)
         self.base.setup()
-        shared = self.base.shared_scores if getattr(self.base, "has_shared_scores", False) else None
+        shared = self.base.shared_scores if self.base.has_shared_scores else None
         if self.fusion.transform != "sigmoid" or (self.needs_model and shared is None):
             return rank_dense(self.score(data, instances), k)
         if not self.needs_model:
@@ -215,7 +216,7 @@ class FusedRecommender:
         return self.fusion.state()
 
 
-def from_section(base: Any, state: dict[str, Any] | None) -> Any:
+def from_section(base: NeuralRecommender, state: dict[str, Any] | None) -> NeuralRecommender | FusedRecommender:
     """``base`` wrapped by the fusion a checkpoint section stored (``base`` itself when the
     section holds none: the model alone validated best, or the fusion was off). The section:
     ``{"options": FusionOptions, "choice": the choice record, "state": state()}``."""

@@ -74,15 +74,19 @@ class NeuralRecommender:
         self.item_ids: np.ndarray | None = None
         self.result: TrainResult | None = None
         self.checkpoint: dict[str, Any] = {}  # the extras of a loaded checkpoint
+        #: What the fusion step chose after training (the model alone: weight 0), if it ran.
+        self.fusion_choice: dict[str, Any] | None = None
 
     @classmethod
-    def from_checkpoint(cls, path: str | Path, device: str | None = None) -> NeuralRecommender:
+    def from_checkpoint(cls, path: str | Path, device: str | None = None) -> tuple[NeuralRecommender, Any]:
+        """The checkpoint's model, and the checkpoint's section ``fusion`` (None: none) for the
+        layer that wraps the model in its fusion (:func:`basketgnn.workflow.load_trained`)."""
         ckpt = load_checkpoint(path, device or "cpu")
         rec = cls(ckpt.spec, ckpt.config)
         rec.model = ckpt.module
         rec.item_ids = ckpt.item_ids
         rec.checkpoint = ckpt.extras
-        return rec
+        return rec, ckpt.sections.get("fusion")
 
     def fit(self, data: BasketData, train: Instances, validate: Instances | None = None) -> NeuralRecommender:
         if validate is None or len(validate) == 0:
@@ -209,6 +213,10 @@ class NeuralRecommender:
         p: dict[str, Any] = self.config.model_dump()
         if self.result is not None:
             p.update(best_epoch=self.result.best_epoch, epochs_run=self.result.epochs_run)
+        elif "epoch" in self.checkpoint:
+            p.update(best_epoch=self.checkpoint["epoch"])
+        if self.fusion_choice is not None:  # what validation chose, the model alone (weight 0) included
+            p["fusion_used"] = {k: v for k, v in self.fusion_choice.items() if k not in ("kind", "grid", "description")}
         return p
 
 

@@ -366,8 +366,7 @@ def select_point(
 
 
 def fusion_choice(fusion: ScoreFusion) -> dict[str, Any]:
-    """The choice as a plain record, in the shape of the neighbour add-on's choice (``weight``,
-    ``k`` (None when off), ``grid``) plus the TIFU parameters, the validation criterion of the
+    """The choice as a plain record: ``weight``, ``k`` (None when off), ``grid``, plus the TIFU parameters, the validation criterion of the
     winner and of each part alone, and a one-line ``description``."""
     summary = fusion.summary()
     return {

@@ -1,5 +1,5 @@
 """Sparse score rows: :class:`SparseScores`, each instance's kept scores (TIFU-KNN's, the
-item-transition score, the neighbour add-on's, the fusion's addend) as CSR rows with ascending
+item-transition score, the fusion's addend) as CSR rows with ascending
 items, and their weighted sum on the union of the rows' items
 (:func:`~basketgnn.scoring.sparse_kernel.weighted_union`, compiled).
 

@@ -1,8 +1,8 @@
 """TIFU machinery shared by TIFU-KNN and score fusion: decayed customer vectors, the neighbour
 search and the neighbour mean (Hu et al., SIGIR 2020).
 
-This module sits below its users (``recommenders.tifu_knn``, ``scoring.fusion``,
-``models.neighbours``) and imports nothing from recommenders/, models/ or train/.
+This module sits below its users (``recommenders.tifu_knn``, ``scoring.fusion``) and imports
+nothing from recommenders/, models/ or engine/.
 
 **Customer vector.** A sequence of T baskets with multi-hot vectors x_1 … x_T (time order) is cut
 into groups of m baskets counted back from the most recent one, so the oldest group may be
@@ -27,8 +27,8 @@ entries of its own items), neighbours from an exact top-k (ties at equal distanc
 lower pool row), and the neighbour mean from the neighbours' own entries (W · V with W the
 chunk's [c, P] averaging weights, k entries a row, a scipy CSR product). Both sums are taken in a fixed order (ascending
 item, resp. pool row), whatever the chunk. Chunks are sized so that no dense block exceeds 256K
-elements (it stays in cache); nothing of size [P, I] is ever dense. TIFU-KNN's dense scores and
-the neighbour add-on use this batch code; tuning (:meth:`NeighbourIndex.ranked`) and the fusion's
+elements (it stays in cache); nothing of size [P, I] is ever dense. TIFU-KNN's dense scores use this
+batch code; tuning (:meth:`NeighbourIndex.ranked`) and the fusion's
 scores (:meth:`NeighbourIndex.kept_scores`) get the same bits customer by customer from compiled
 kernels (:mod:`basketgnn.scoring.tifu_kernel`).
 

@@ -4,6 +4,7 @@ the options of the fusion chosen after training, written side by side in one fil
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,12 @@ from basketgnn.errors import UserError
 from basketgnn.models.options import TrainOptions
 from basketgnn.recommenders.fused import FusionOptions
 from basketgnn.registry import DEFAULT_MODEL, config_class
+
+#: Keys of configs written for the neighbour add-on, which the fusion with TIFU-KNN replaced.
+REMOVED_KEYS = {
+    name: "an option of the neighbour add-on, which the fusion with TIFU-KNN (fusion: tifu) replaces"
+    for name in ("neighbour_weight", "neighbour_k", "neighbour_top")
+}
 
 
 @dataclass(frozen=True)
@@ -75,12 +82,21 @@ def load_config(
 def settings_from(values: dict[str, Any], model: str = DEFAULT_MODEL, where: str = "") -> Settings:
     """``model``'s settings from one flat mapping of options (a config file's keys)."""
     config_cls = config_class(model)
+    removed = sorted(k for k in values if k in REMOVED_KEYS)
+    if removed:
+        raise UserError(
+            f"{where}invalid config ({', '.join(removed)}: {REMOVED_KEYS[removed[0]]}; delete "
+            f"{'it' if len(removed) == 1 else 'them'})."
+        )
     try:
         rest, fusion = FusionOptions.split(values)
         return Settings(config_cls(**rest), fusion)
     except ValidationError as e:
         checking = FusionOptions if e.title == FusionOptions.__name__ else config_cls
         problems = describe_validation_error(e, checking)
+        if checking is config_cls:  # an unknown key: the fusion's keys are valid too
+            fusion_keys = ", ".join(FusionOptions.model_fields)
+            problems = re.sub(r"unknown key \(valid: ([^)]*)\)", rf"unknown key (valid: \1, {fusion_keys})", problems)
         raise UserError(f"{where}invalid config ({problems}).") from None
 
 

@@ -7,9 +7,6 @@ reduced to the top ``max(ks)`` items, and compared with the targets by :mod:`bas
 from __future__ import annotations
 
 import time
-from typing import Any
-
-import numpy as np
 
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances, Split
@@ -54,8 +51,9 @@ def fit_and_evaluate(
     With ``fit=False`` the model is trained already (a checkpoint) and only evaluated.
     An unknown ``part`` is a :class:`UserError` raised before fitting.
 
-    Returns (metrics, timing ``{"fit": seconds, "score": seconds}``), as
-    :func:`result_record` takes them.
+    Returns (metrics, timing ``{"fit": seconds, "score": seconds}``). For a recommender object
+    built outside the registry (benchmarks); a model by name trains through
+    :func:`basketgnn.workflow.training.train`, which also chooses a neural model's fusion.
     """
     instances = split[part]
     t0 = time.perf_counter()
@@ -64,25 +62,3 @@ def fit_and_evaluate(
     fit_s = time.perf_counter() - t0
     metrics, score_s = evaluate_model(model, data, instances, ks)
     return metrics, {"fit": fit_s, "score": score_s}
-
-
-def result_record(
-    model: Recommender,
-    data_path: str,
-    split: Split,
-    part: str,
-    metrics: dict[str, float],
-    timing: dict[str, float],
-    n_instances: int,
-) -> dict[str, Any]:
-    """One machine-readable result row (written by ``evaluate --output`` and the pipelines)."""
-    return {
-        "model": model.name,
-        "params": model.params(),
-        "data": data_path,
-        "split": split.name,
-        "part": part,
-        "n_users": n_instances,
-        "metrics": {k: (None if np.isnan(v) else round(float(v), 6)) for k, v in metrics.items()},
-        "timing_s": {k: round(v, 3) for k, v in timing.items()},
-    }

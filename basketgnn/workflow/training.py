@@ -20,7 +20,6 @@ from typing import Any
 from basketgnn import registry
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Split
-from basketgnn.engine import distributed
 from basketgnn.engine.checkpoint import add_extras, set_section
 from basketgnn.errors import UserError
 from basketgnn.recommenders import fused
@@ -96,12 +95,18 @@ def train(
         on_epoch=on_epoch, warm_start=entry.warm_start, extras={"fusion_options": s.fusion.model_dump()},
     )
     base.fit(data, sp["train"], sp["validate"])
-    if distributed.current_rank() != 0:  # other ranks of a torchrun: rank 0 chooses and writes
+    if base.result.rank != 0:  # other ranks of a torchrun: rank 0 chooses and writes
         return FitOutcome(entry, base, time.perf_counter() - t0, base.result)
-    model, choice = fused.choose(base, data, sp["train"], sp["validate"], s.fusion)
     best = Path(entry.out_dir) / "best.pt" if entry.out_dir is not None else None
-    if best is not None and best.is_file():
-        section = {"options": s.fusion.model_dump(), "choice": choice, "state": model.state() if model else None}
+    if best is not None and not best.is_file():
+        raise UserError(f"{best}: training wrote no checkpoint; delete {best.parent} and train again.")
+    options = s.fusion.model_dump()
+    if best is not None:  # "not chosen yet" until the choice is stored: a crash leaves it so
+        set_section(best, fused.SECTION, {"options": options, "chosen": False, "choice": None, "state": None})
+    model, choice = fused.choose(base, data, sp["train"], sp["validate"], s.fusion)
+    base.fusion_choice = choice
+    if best is not None:
+        section = {"options": options, "chosen": True, "choice": choice, "state": model.state() if model else None}
         set_section(best, fused.SECTION, section)
         if entry.stamp:
             add_extras(best, **entry.stamp)
@@ -112,14 +117,13 @@ def load_trained(path: str | Path, device: str | None = None, *, model_only: boo
     """The recommender a checkpoint holds: the model, wrapped by its fusion when validation chose
     one (``model_only``: never). A checkpoint whose training stopped before the fusion was chosen
     ranks by the model alone, with a warning."""
-    from basketgnn.engine.checkpoint import load_checkpoint
-
-    ckpt = load_checkpoint(path, device or "cpu")
-    base = NeuralRecommender(ckpt.spec, ckpt.config)
-    base.model, base.item_ids, base.checkpoint = ckpt.module, ckpt.item_ids, ckpt.extras
-    section = ckpt.sections.get(fused.SECTION)
-    wanted = (ckpt.extras.get("fusion_options") or {}).get("fusion", "off") != "off"
-    if wanted and section is None:
+    base, section = NeuralRecommender.from_checkpoint(path, device)
+    if model_only:
+        return base
+    # The fusion options of the run: its section's, or (training stopped before the section
+    # was written) those stored with the model.
+    options = (section or {}).get("options") or base.checkpoint.get("fusion_options") or {}
+    if options.get("fusion", "off") != "off" and not (section or {}).get("chosen"):
         import warnings
 
         warnings.warn(
@@ -127,11 +131,11 @@ def load_trained(path: str | Path, device: str | None = None, *, model_only: boo
             "ranks by the model alone. Rerun the same `basketgnn train` to finish it.",
             stacklevel=2,
         )
-    if section is not None and section["choice"] is not None:
-        base.checkpoint = {**base.checkpoint, "fusion_choice": section["choice"]}
-    return base if model_only else fused.from_section(base, section)
-
-
-def describe_choice(choice: dict[str, Any] | None) -> str:
-    """One line on what the fusion step chose (empty when it was off)."""
-    return str(choice["description"]) if choice else ""
+        return base
+    try:
+        base.fusion_choice = (section or {}).get("choice")
+        return fused.from_section(base, section)
+    except (KeyError, TypeError, ValueError) as e:
+        raise UserError(
+            f"{path}: its fusion section cannot be read ({type(e).__name__}: {e}); train it again."
+        ) from None

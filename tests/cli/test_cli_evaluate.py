@@ -72,9 +72,8 @@ def test_evaluate_checkpoint_has_the_baseline_keys(monkeypatch, capsys, trained,
     choice = load_checkpoint(trained / "best.pt").sections["fusion"]["choice"]
     assert 0 <= choice["weight"] <= 1 and len(choice["grid"]) > 1
     # The record says what the fusion uses exactly when validation chose one.
-    assert ("fusion_used" in result["params"]) == (choice["weight"] > 0)
-    if choice["weight"] > 0:
-        assert result["params"]["fusion_used"]["weight"] == choice["weight"]
+    # The record says what validation chose, the model alone (weight 0) included.
+    assert result["params"]["fusion_used"]["weight"] == choice["weight"]
     code, _, err = run(monkeypatch, capsys, "evaluate", "--checkpoint", str(trained / "best.pt"),
                        "--model-only", "--output", str(out))
     assert code == 0, err

@@ -37,7 +37,8 @@ def test_a_checkpoint_names_its_model_and_loads_as_trained(tmp_path):
     assert len(state["item_ids"]) == data.n_items and state["sections"] == {}
     ckpt = load_checkpoint(tmp_path / "best.pt")
     assert ckpt.model_name == "dnntsp" and ckpt.config == rec.config
-    loaded = NeuralRecommender.from_checkpoint(tmp_path / "best.pt")
+    loaded, section = NeuralRecommender.from_checkpoint(tmp_path / "best.pt")
+    assert section is None  # the engine writes no fusion
     np.testing.assert_array_equal(loaded.score(data, sp["test"]), rec.score(data, sp["test"]))
 
 

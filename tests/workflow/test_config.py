@@ -109,5 +109,8 @@ def test_fusion_options_sit_beside_the_model_options(tmp_path):
         load_config(None, fusion="neighbours")
     with pytest.raises(UserError, match=r"neighbour_pool_cap: Input should be greater than or equal to 1"):
         load_config(None, neighbour_pool_cap=0)
-    with pytest.raises(UserError, match=r"neighbour_weight: unknown key"):  # the older add-on's option
+    with pytest.raises(UserError, match=r"neighbour_weight: an option of the neighbour add-on, which the fusion "
+                       r"with TIFU-KNN \(fusion: tifu\) replaces; delete it"):
         load_config(None, neighbour_weight=0.3)
+    with pytest.raises(UserError, match=r"foo: unknown key \(valid: .*embed_dim, .*fusion, transitions, neighbour_pool_cap\)"):
+        load_config(None, foo=1)

@@ -57,7 +57,7 @@ def test_fusion_options_act_after_training_and_never_restart_it(trained, tmp_pat
     assert isinstance(off.recommender, NeuralRecommender)
     assert load_checkpoint(folder / "best.pt").sections["fusion"] == {
         "options": {"fusion": "off", "transitions": True, "neighbour_pool_cap": 20_000},
-        "choice": None, "state": None,
+        "chosen": True, "choice": None, "state": None,
     }  # fmt: skip
     assert isinstance(workflow.load_trained(folder / "best.pt"), NeuralRecommender)
 
@@ -71,6 +71,18 @@ def test_a_run_stopped_before_its_fusion_ranks_by_the_model_alone_with_a_warning
     with pytest.warns(UserWarning, match="stopped before choosing its fusion"):
         rec = workflow.load_trained(tmp_path / "stopped.pt")
     assert isinstance(rec, NeuralRecommender)
+    # Stopped during the choice: the section says "not chosen yet".
+    tifu = {"fusion": "tifu", "transitions": True, "neighbour_pool_cap": 20_000}
+    state["sections"] = {"fusion": {"options": tifu, "chosen": False, "choice": None, "state": None}}
+    state["extras"]["fusion_options"] = {"fusion": "off"}  # an earlier run's, overruled by the section
+    torch.save(state, tmp_path / "choosing.pt")
+    with pytest.warns(UserWarning, match="stopped before choosing its fusion"):
+        assert isinstance(workflow.load_trained(tmp_path / "choosing.pt"), NeuralRecommender)
+    # A section that cannot be read is a user error naming the file.
+    state["sections"] = {"fusion": {"options": tifu, "chosen": True, "choice": {}, "state": {"weight": 0.5}}}
+    torch.save(state, tmp_path / "broken.pt")
+    with pytest.raises(UserError, match=r"broken\.pt: its fusion section cannot be read .*train it again"):
+        workflow.load_trained(tmp_path / "broken.pt")
 
 
 def test_a_baseline_is_fitted_in_memory_and_takes_no_warm_start():
