@@ -123,7 +123,8 @@ def load_trained(path: str | Path, device: str | None = None, *, model_only: boo
     # The fusion options of the run: its section's, or (training stopped before the section
     # was written) those stored with the model.
     options = (section or {}).get("options") or base.checkpoint.get("fusion_options") or {}
-    if options.get("fusion", "off") != "off" and not (section or {}).get("chosen"):
+    chosen = section is not None and section.get("chosen", True)  # False only while choosing
+    if options.get("fusion", "off") != "off" and not chosen:
         import warnings
 
         warnings.warn(
