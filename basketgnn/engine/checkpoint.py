@@ -126,10 +126,11 @@ def add_extras(path: str | Path, **extras: Any) -> None:
         torch.save(state, tmp)
 
 
-def set_section(path: str | Path, name: str, section: Any) -> None:
-    """Store ``section`` as the checkpoint's section ``name`` (replacing an earlier one);
-    rewrites the file atomically."""
+def set_section(path: str | Path, name: str, section: Any, **extras: Any) -> None:
+    """Store ``section`` as the checkpoint's section ``name`` (replacing an earlier one) and add
+    ``extras`` to its extras, in one atomic rewrite of the file."""
     state = read_state(Path(path))
     state["sections"][name] = section
+    state["extras"].update(extras)
     with atomic_path(path) as tmp:
         torch.save(state, tmp)

@@ -206,9 +206,12 @@ class FusedRecommender:
         return scores, SparseScores.concat(parts.results())
 
     def params(self) -> dict[str, Any]:
+        """The model's parameters with what the fusion uses (the base reports its choice record
+        when the workflow made or loaded it; else it is read off the fusion itself)."""
         p = dict(self.base.params())
-        choice = fusion_choice(self.fusion)
-        p["fusion_used"] = {k: v for k, v in choice.items() if k not in ("kind", "grid", "description")}
+        if "fusion_used" not in p:
+            choice = fusion_choice(self.fusion)
+            p["fusion_used"] = {k: v for k, v in choice.items() if k not in ("kind", "grid", "description")}
         return p
 
     def state(self) -> dict[str, Any]:

@@ -8,7 +8,7 @@ the same for everyone) it never builds the [n, I] score matrix: the module retur
 plus each customer's own entries (:meth:`NeuralRecommender.shared_scores`), and
 :func:`basketgnn.scoring.candidates.fused_top_k` ranks a few candidates per customer, with the
 same items, values and ties as ranking ``score``'s matrix. Every other model ranks the matrix.
-A ranking add-on (the fusion with TIFU-KNN) wraps this recommender from outside
+The fusion with TIFU-KNN wraps this recommender from outside
 (:mod:`basketgnn.recommenders.fused`).
 """
 

@@ -17,7 +17,7 @@ from basketgnn.models.options import TrainOptions
 from basketgnn.recommenders.fused import FusionOptions
 from basketgnn.registry import DEFAULT_MODEL, config_class
 
-#: Keys of configs written for the neighbour add-on, which the fusion with TIFU-KNN replaced.
+#: Keys of the neighbour add-on, which the fusion with TIFU-KNN replaces: refused with that fix.
 REMOVED_KEYS = {
     name: "an option of the neighbour add-on, which the fusion with TIFU-KNN (fusion: tifu) replaces"
     for name in ("neighbour_weight", "neighbour_k", "neighbour_top")

@@ -20,7 +20,7 @@ from typing import Any
 from basketgnn import registry
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Split
-from basketgnn.engine.checkpoint import add_extras, set_section
+from basketgnn.engine.checkpoint import set_section
 from basketgnn.errors import UserError
 from basketgnn.recommenders import fused
 from basketgnn.recommenders.base import Recommender
@@ -107,9 +107,7 @@ def train(
     base.fusion_choice = choice
     if best is not None:
         section = {"options": options, "chosen": True, "choice": choice, "state": model.state() if model else None}
-        set_section(best, fused.SECTION, section)
-        if entry.stamp:
-            add_extras(best, **entry.stamp)
+        set_section(best, fused.SECTION, section, **(entry.stamp or {}))
     return FitOutcome(entry, model or base, time.perf_counter() - t0, base.result, choice)
 
 
