@@ -20,7 +20,7 @@ LAYERS: dict[str, int] = {
     "engine": 4,
     "scoring": 5, "recommenders": 5,
     "workflow": 6,
-    "cli": 7, "pipeline": 7, "experiments": 7, "__main__": 7,
+    "cli": 7, "pipeline": 7, "experiments": 7, "serve": 7, "__main__": 7,
 }
 
 

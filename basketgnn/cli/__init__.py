@@ -9,6 +9,7 @@ pipeline / ablation entry point) and printing:
 - :mod:`~basketgnn.cli.evaluate`: ``evaluate``.
 - :mod:`~basketgnn.cli.train`: ``train``, ``config``.
 - :mod:`~basketgnn.cli.predict`: ``predict``, ``recommend``.
+- :mod:`~basketgnn.cli.serve`: ``serve``.
 - :mod:`~basketgnn.cli.jobs`: ``pipeline``, ``ablate``, ``demo``.
 
 User errors (:class:`basketgnn.errors.UserError`) print one message and exit with status 2;
@@ -26,6 +27,7 @@ from basketgnn.cli import data as _data
 from basketgnn.cli import evaluate as _evaluate
 from basketgnn.cli import jobs as _jobs
 from basketgnn.cli import predict as _predict
+from basketgnn.cli import serve as _serve
 from basketgnn.cli import train as _train
 from basketgnn.cli.common import checkpoint_and_data, console, err_console, print_results
 from basketgnn.errors import UserError
@@ -33,7 +35,7 @@ from basketgnn.errors import UserError
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
-    help="Graph-temporal next-basket recommendation: prepare data, evaluate, train, predict.",
+    help="Graph-temporal next-basket recommendation: prepare data, evaluate, train, predict, serve.",
     rich_markup_mode="markdown",
 )
 
@@ -44,6 +46,7 @@ app.command()(_evaluate.evaluate)
 app.command()(_train.train)
 app.command()(_predict.predict)
 app.command()(_predict.recommend)
+app.command()(_serve.serve)
 app.command()(_jobs.pipeline)
 app.command()(_jobs.ablate)
 app.command("config")(_train.show_config)

@@ -12,9 +12,6 @@ import typer
 from basketgnn.cli.common import CheckpointOpt, DeviceOpt, checkpoint_and_data, console, err_console
 from basketgnn.errors import UserError
 
-#: Customer id of a history typed into `predict --history` (never a real id: it holds a NUL).
-TYPED_HISTORY_ID = "\x00typed-history"
-
 
 def predict(
     checkpoint: CheckpointOpt,
@@ -23,88 +20,63 @@ def predict(
     ] = None,
     history: Annotated[
         str | None,
-        typer.Option(help='Baskets of original item ids as JSON, oldest first: \'[["a","b"],["c"]]\'.'),
+        typer.Option(
+            help='Baskets of original item ids as JSON, oldest first: \'[["a","b"],["c"]]\'. '
+            "With --user: the baskets bought since the data was prepared, after the stored ones."
+        ),
     ] = None,
     data: Annotated[
         Path | None, typer.Option(help="Dataset holding --user (default: the checkpoint's data).")
     ] = None,
     k: Annotated[int, typer.Option(min=1, help="How many items to predict.")] = 10,
+    exclude: Annotated[
+        list[str] | None, typer.Option(help="An item id never to predict (repeat the option for more).")
+    ] = None,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Also print why each item is there (its score's parts and evidence).")
+    ] = False,
     device: DeviceOpt = None,
 ) -> None:
     """Print the predicted next basket (original item ids, with scores).
 
-    Examples: `basketgnn predict --checkpoint runs/demo/dnntsp/best.pt --user C000042` and
-    `basketgnn predict --checkpoint best.pt --history '[["I0001","I0007"],["I0001"]]' --k 5`
+    Examples: `basketgnn predict --checkpoint runs/demo/dnntsp/best.pt --user C000042 --explain`
+    and `basketgnn predict --checkpoint best.pt --history '[["I0001","I0007"],["I0001"]]' --k 5`
     """
-    import numpy as np
     from rich.table import Table
 
-    from basketgnn.data.split import Instances
-    from basketgnn.recommenders.base import rank_items
+    from basketgnn.workflow.serving import NextBaskets, Query
 
-    if (user is None) == (history is None):
-        raise UserError("Give exactly one of --user ID or --history JSON.")
-    if user is not None:
-        rec, dataset, _ = checkpoint_and_data(checkpoint, data, device)
-        u = _user_row(dataset, user)
-    else:
-        from basketgnn.workflow import load_trained
-
-        rec = load_trained(checkpoint, device)
-        dataset, u = _typed_history(rec, history or ""), 0
-    n_hist = int(dataset.n_baskets_per_user[u])
-    items, scores = rank_items(rec, dataset, Instances(np.array([u]), np.array([n_hist])), k)
-    table = Table(title=f"next basket ({n_hist} past baskets)")
+    if user is None and history is None:
+        raise UserError("Give --user ID, --history JSON, or both (a customer's stored history plus new baskets).")
+    baskets = parse_history(history) if history is not None else None
+    service = NextBaskets.load(checkpoint, data, device, use_data=user is not None)
+    answer = service.answer([Query(user, baskets, k, tuple(exclude or ()))], reasons=explain)[0]
+    for w in answer.warnings:
+        err_console.print(f"[yellow]warning:[/] {w}", highlight=False)
+    table = Table(title=f"next basket ({answer.n_history} past baskets)")
     table.add_column("rank", justify="right")
     table.add_column("item_id")
     table.add_column("score", justify="right")
-    for r, (i, s) in enumerate(zip(items[0], scores[0]), start=1):
-        table.add_row(str(r), str(dataset.item_ids[i]), f"{s:.4f}")
+    if explain:
+        table.add_column("why")
+    for item in answer.items:
+        why = ["\n".join(r["text"] for r in item["reasons"])] if explain else []
+        table.add_row(str(item["rank"]), item["item_id"], f"{item['score']:.4f}", *why)
     console.print(table)
 
 
-def _user_row(dataset: Any, user: str) -> int:
-    """The row of customer ``user`` in ``dataset``, or a user error that shows the id format."""
-    index = dataset.user_index()
-    if user not in index:
-        hint = ""
-        if dataset.meta.get("user_ids_prefixed_with_part"):  # see read_dnntsp_json
-            hint = (f" This DNNTSP file repeats user keys across its parts, so its ids are "
-                    f"'<part>:<key>', e.g. {str(dataset.user_ids[0])!r}.")  # fmt: skip
-        raise UserError(f"Customer {user!r} is not in the data; check the id.{hint}")
-    return int(index[user])
-
-
-def _typed_history(rec: Any, history: str) -> Any:
-    """A one-customer dataset over the checkpoint's catalogue from ``--history`` JSON; item ids
-    the checkpoint does not know are dropped with a warning."""
+def parse_history(text: str) -> list[list[str]]:
+    """``--history`` JSON as baskets of item ids (str), or a user error that shows the form."""
     import json
 
-    import numpy as np
-
-    from basketgnn.data.dataset import from_sequences
-
     try:
-        baskets = json.loads(history)
+        baskets = json.loads(text)
         ok = isinstance(baskets, list) and all(isinstance(b, list) for b in baskets)
     except json.JSONDecodeError:
         ok = False
-    if not ok:
-        raise UserError('--history must be a JSON list of baskets, e.g. \'[["a","b"],["c"]]\'.')
-    lookup = {str(i): n for n, i in enumerate(rec.item_ids.tolist())}
-    unknown = sorted({str(i) for b in baskets for i in b if str(i) not in lookup})
-    if unknown:
-        err_console.print(
-            f"[yellow]warning:[/] {len(unknown)} unknown item id(s) ignored: "
-            + ", ".join(unknown[:10])
-        )
-    seq = [[lookup[str(i)] for i in b if str(i) in lookup] for b in baskets]
-    dataset = from_sequences([seq], n_items=len(rec.item_ids))
-    # The typed-in history belongs to no known customer: its id (with a NUL, which no CSV or
-    # Parquet id holds) must not match any customer of the checkpoint's pool.
-    return type(dataset)(
-        **{**dataset.__dict__, "item_ids": rec.item_ids, "user_ids": np.array([TYPED_HISTORY_ID])}
-    )
+    if not ok or not all(isinstance(i, str | int) and not isinstance(i, bool) for b in baskets for i in b):
+        raise UserError('--history must be a JSON list of baskets of item ids, e.g. \'[["a","b"],["c"]]\'.')
+    return [[str(i) for i in b] for b in baskets]
 
 
 def recommend(
@@ -141,6 +113,14 @@ def recommend(
             "after the other. The rows are the same either way.",
         ),
     ] = None,
+    reasons: Annotated[
+        bool,
+        typer.Option(
+            "--reasons",
+            help="Add a column `reasons`: each row's reasons (its score's parts and evidence) as "
+            "JSON text, as `predict --explain` shows them. Slower.",
+        ),
+    ] = False,
 ) -> None:
     """Top-k for every customer from their full history: rows (customer_id, item_id, rank, score).
 
@@ -171,14 +151,14 @@ def recommend(
     rec, dataset, data_path = checkpoint_and_data(checkpoint, data, device)
     rec.with_threads(threads)
     if one_file:
-        rows = write_recommendation_file(rec, dataset, k, out, chunk)
+        rows = write_recommendation_file(rec, dataset, k, out, chunk, reasons=reasons)
         console.print(
             f"wrote {out}: {rows:,} rows for {dataset.n_users:,} customers ({time.perf_counter() - t0:.1f}s)"
         )
         return
     source = {"checkpoint": str(checkpoint), "checkpoint_sha256": file_sha256(checkpoint), "data": str(data_path)}
     done = write_recommendation_parts(
-        rec, dataset, k, out, shard=where or Shard(), chunk=chunk, source=source
+        rec, dataset, k, out, shard=where or Shard(), chunk=chunk, source=source, reasons=reasons
     )
     names = f"{done.parts[0].file}..{done.parts[-1].file}" if done.parts else "no parts"
     console.print(

@@ -43,6 +43,10 @@ The pieces a model supplies:
   default configuration: an item outside a customer's history scores the same for everyone).
   Ranking then reads a few candidates per customer instead of the [B, n_items] matrix, with
   the same items and values. None for a configuration without that form.
+* ``attention(module, batch, rows, items) -> TemporalWeights | None``: optional; for the
+  reasons given with a recommendation, how much each past basket of the window weighs in the
+  vector of each pair (batch row, item) asked for (DNNTSP: its temporal attention and
+  readout, for the items of the window). None for a configuration without such weights.
 
 Registration (``basketgnn/registry.py``) is one line naming the package, whose ``__init__.py``
 exposes ``SPEC: ModelSpec``; the package is imported only when the model is used.
@@ -84,6 +88,20 @@ class SparseForward:
     value: torch.Tensor
 
 
+@dataclass(frozen=True)
+class TemporalWeights:
+    """A batch's per-basket weights: entry m is (batch row ``row[m]``, catalogue item
+    ``item[m]``), whose window of ``length[m]`` baskets (oldest first) gives basket t the share
+    ``weight[m, t]`` (summing to 1 over t < length[m]; 0 past it).
+
+    Shapes: row [M], item [M], length [M], weight [M, T]."""
+
+    row: torch.Tensor
+    item: torch.Tensor
+    length: torch.Tensor
+    weight: torch.Tensor
+
+
 class BatchSource(Protocol):
     """The model's view of a set of instances; ``lengths`` [n] (history lengths) for bucketing."""
 
@@ -109,3 +127,4 @@ class ModelSpec:
     init: Callable[[nn.Module, BasketData, Instances, Any], None] | None = None
     item_indexed: Callable[[Any], dict[str, int]] | None = None
     score_sparse: Callable[[nn.Module, Batch], SparseForward | None] | None = None
+    attention: Callable[[nn.Module, Batch, torch.Tensor, torch.Tensor], TemporalWeights | None] | None = None

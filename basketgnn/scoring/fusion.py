@@ -40,8 +40,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 import numpy as np
+import scipy.sparse as sp
 
-from basketgnn.data.dataset import BasketData
+from basketgnn.data.dataset import BasketData, _offsets
 from basketgnn.data.split import Instances
 from basketgnn.scoring.candidates import SharedScores, fused_top_k, sigmoid
 from basketgnn.scoring.sparse import SparseScores
@@ -83,6 +84,7 @@ class TifuScorer:
         self._distinct_ids, codes = pool_codes(self.customer_ids)  # sorted ids: query_codes reads them
         # float64 search: the same neighbours as TifuKnn, tie for tie.
         self._index = NeighbourIndex(vectors, codes, dtype=np.float64)
+        self._held: sp.csr_matrix | None = None
 
     @classmethod
     def build(cls, data: BasketData, train: Instances, params: TifuParams, top: int = DEFAULT_TOP) -> TifuScorer:
@@ -108,6 +110,35 @@ class TifuScorer:
         codes = query_codes(self._distinct_ids, data.user_ids[instances.users])
         # float64 values: dividing TifuKnn's float32 scores keeps distinct values distinct.
         return self._index.kept_scores(own, codes, p.k, alphas, min(self.top, data.n_items))
+
+    def neighbours(self, data: BasketData, instances: Instances) -> tuple[SparseRows, np.ndarray]:
+        """Each instance's TIFU vector from its history and its k nearest pool rows (nearest
+        first, -1 pads), for the reasons given with a recommendation.
+
+        Shapes: -> (SparseRows [n, I], [n, k] int64 pool rows)."""
+        p = self.params
+        own = customer_vectors(data.histories(instances.users, instances.n_history), data.n_items, p.m, p.r_b, p.r_g)
+        codes = query_codes(self._distinct_ids, data.user_ids[instances.users])
+        return own, self._index.nearest_sparse(own.csr(slice(0, own.n_rows)), codes, p.k)
+
+    def neighbour_share(self, neighbours: np.ndarray) -> np.ndarray:
+        """The share of each row's neighbours (-1 entries ignored) whose pool vector holds each
+        item. Shapes: neighbours [n, k] -> [n, I] float64."""
+        valid = neighbours >= 0
+        count = np.maximum(valid.sum(axis=1), 1)
+        row, slot = np.nonzero(valid)
+        weights = sp.csr_matrix(
+            (1.0 / count[row], neighbours[row, slot], _offsets(np.bincount(row, minlength=len(neighbours)))),
+            shape=(len(neighbours), self.vectors.n_rows),
+        )
+        if self._held is None:  # 1 where a pool vector holds the item
+            v = self.vectors
+            self._held = sp.csr_matrix((np.ones(len(v.indices)), v.indices, v.indptr), shape=(v.n_rows, v.n_cols))
+        return (weights @ self._held).toarray()
+
+    def neighbour_mean(self, neighbours: np.ndarray) -> np.ndarray:
+        """The mean pool vector of each row's neighbours. Shapes: [n, k] -> [n, I] float64."""
+        return self._index.mean(neighbours)
 
     def state(self) -> dict[str, Any]:
         v = self.vectors

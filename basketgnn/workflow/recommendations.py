@@ -51,11 +51,14 @@ from basketgnn.errors import UserError
 from basketgnn.fingerprint import data_fingerprint, settings_hash
 from basketgnn.io_utils import atomic_path, part_index, part_path, write_json, write_table_stream
 from basketgnn.recommenders.base import Recommender, rank_items
+from basketgnn.recommenders.reasons import explain
 
 #: The columns of every recommendation output.
 SCHEMA = pa.schema(
     [("customer_id", pa.string()), ("item_id", pa.string()), ("rank", pa.int32()), ("score", pa.float32())]
 )
+#: The columns with ``reasons``: each row's reasons as JSON text (``recommenders.reasons``).
+SCHEMA_WITH_REASONS = SCHEMA.append(pa.field("reasons", pa.string()))
 #: Customers per part (and per streamed chunk) unless told otherwise: 2M rows at k = 20.
 DEFAULT_CHUNK = 100_000
 #: Written last into a complete partitioned dataset.
@@ -162,9 +165,11 @@ def iter_recommendations(
     k: int,
     users: np.ndarray | None = None,
     chunk: int = DEFAULT_CHUNK,
+    reasons: bool = False,
 ) -> Iterator[pa.Table]:
     """Each chunk of ``users``' (default: every customer's) top k from the full history, as one
-    table per ``chunk`` customers."""
+    table per ``chunk`` customers; with ``reasons``, a column of each row's reasons as JSON text
+    (:data:`SCHEMA_WITH_REASONS`)."""
     if chunk < 1:
         raise ValueError(f"chunk must be >= 1, got {chunk}")
     users = np.arange(data.n_users, dtype=np.int64) if users is None else np.asarray(users, np.int64)
@@ -172,8 +177,14 @@ def iter_recommendations(
     user_ids, item_ids = pa.array(data.user_ids.astype(str)), pa.array(data.item_ids.astype(str))
     for start in range(0, len(users), chunk):
         u = users[start : start + chunk]
-        items, scores = rank_items(model, data, Instances(u, n_history[u]), k)
-        yield recommendation_table(u, items, scores, user_ids, item_ids)
+        inst = Instances(u, n_history[u])
+        items, scores = rank_items(model, data, inst, k)
+        table = recommendation_table(u, items, scores, user_ids, item_ids)
+        if reasons:
+            why = explain(model, data, inst, items)
+            texts = [json.dumps(r, separators=(",", ":")) for row in why for r in row]
+            table = table.append_column(SCHEMA_WITH_REASONS.field("reasons"), pa.array(texts, pa.string()))
+        yield table
 
 
 def recommend_all(model: Recommender, data: BasketData, k: int) -> pd.DataFrame:
@@ -201,17 +212,21 @@ def write_recommendation_file(
     k: int,
     path: str | Path | Sequence[str | Path],
     chunk: int = DEFAULT_CHUNK,
+    reasons: bool = False,
 ) -> int:
     """Every customer's top k into one Parquet or CSV file (by extension), streamed chunk by
     chunk and renamed into place when complete; or into several files from one scoring
-    (``path`` a list, e.g. the same rows as .parquet and .csv). Returns the number of rows."""
-    return write_table_stream(path, iter_recommendations(model, data, k, chunk=chunk), SCHEMA)
+    (``path`` a list, e.g. the same rows as .parquet and .csv); ``reasons``: with the reasons
+    column. Returns the number of rows."""
+    schema = SCHEMA_WITH_REASONS if reasons else SCHEMA
+    return write_table_stream(path, iter_recommendations(model, data, k, chunk=chunk, reasons=reasons), schema)
 
 
-def run_key(data: BasketData, k: int, chunk: int, source: Mapping[str, Any]) -> str:
+def run_key(data: BasketData, k: int, chunk: int, source: Mapping[str, Any], reasons: bool = False) -> str:
     """sha256 (16 hex digits) of what a part's rows depend on: the model ``source`` (e.g. the
-    checkpoint's hash), the data's baskets and ids, k and the chunk size."""
-    return settings_hash({"source": dict(source), "k": k, "chunk": chunk, "data": data_fingerprint(data)}, 16)
+    checkpoint's hash), the data's baskets and ids, k, the chunk size and the reasons column."""
+    what = {"source": dict(source), "k": k, "chunk": chunk, "data": data_fingerprint(data)}
+    return settings_hash({**what, "reasons": True} if reasons else what, 16)
 
 
 def write_recommendation_parts(
@@ -223,6 +238,7 @@ def write_recommendation_parts(
     shard: Shard = Shard(),
     chunk: int = DEFAULT_CHUNK,
     source: Mapping[str, Any] | None = None,
+    reasons: bool = False,
 ) -> PartsWritten:
     """Write ``shard``'s parts of the partitioned dataset in ``folder`` (see the module
     docstring): complete parts of this run are kept, the others (re)written one at a time, then
@@ -238,7 +254,8 @@ def write_recommendation_parts(
         raise UserError(f"--chunk {chunk}: must be at least 1 customer per part.")
     folder.mkdir(parents=True, exist_ok=True)
     source = dict(source or {})
-    key = run_key(data, k, chunk, source)
+    key = run_key(data, k, chunk, source, reasons)
+    schema = SCHEMA_WITH_REASONS if reasons else SCHEMA
     n_parts = -(-data.n_users // chunk)
     mine = shard.parts(n_parts)
     _clear_stale(folder, key, shard, mine, n_parts)
@@ -251,8 +268,8 @@ def write_recommendation_parts(
         rows = _complete_rows(path, key)
         if rows is None:
             users = np.arange(lo, hi, dtype=np.int64)
-            tables = iter_recommendations(model, data, k, users, chunk=hi - lo)
-            rows = write_table_stream(path, tables, SCHEMA, metadata={RUN_KEY_FIELD: key})
+            tables = iter_recommendations(model, data, k, users, chunk=hi - lo, reasons=reasons)
+            rows = write_table_stream(path, tables, schema, metadata={RUN_KEY_FIELD: key})
             written += 1
         infos.append(PartInfo(path.name, rows, hi - lo, lo))
 
@@ -260,7 +277,7 @@ def write_recommendation_parts(
         "format": MANIFEST_FORMAT,
         "run_key": key,
         "k": min(k, data.n_items),
-        "columns": SCHEMA.names,
+        "columns": schema.names,
         "chunk": chunk,
         "source": source,
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),

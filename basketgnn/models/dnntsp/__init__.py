@@ -9,6 +9,7 @@ from typing import Any
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
 from basketgnn.graph.cooccurrence import GraphBatch, UserGraphs, build_user_graphs
+from basketgnn.models.dnntsp.explain import attention_by_basket
 from basketgnn.models.dnntsp.model import DNNTSP, DNNTSPConfig
 from basketgnn.models.spec import ModelSpec, SparseForward
 
@@ -56,4 +57,5 @@ SPEC = ModelSpec(
     skip_batch=_too_small_for_batchnorm,
     init=_init,
     score_sparse=_score_sparse,
+    attention=attention_by_basket,
 )

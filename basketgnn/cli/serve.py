@@ -1,0 +1,66 @@
+"""``basketgnn serve``: next baskets over HTTP (:mod:`basketgnn.serve`)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from basketgnn.cli.common import CheckpointOpt, DeviceOpt, console
+from basketgnn.errors import UserError
+
+
+def serve(
+    checkpoint: CheckpointOpt,
+    data: Annotated[
+        Path | None, typer.Option(help="The customers to look up (default: the checkpoint's data).")
+    ] = None,
+    host: Annotated[
+        str, typer.Option(help="Address to bind; 127.0.0.1 answers this machine only (0.0.0.0: every interface).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port.")] = 8000,
+    blocked: Annotated[
+        Path | None,
+        typer.Option(help="Items never recommended: a text file, one item id per line, read again when it changes."),
+    ] = None,
+    device: DeviceOpt = None,
+    threads: Annotated[int | None, typer.Option(min=1, help="CPU threads for scoring (default: the model's).")] = None,
+    max_pending: Annotated[
+        int, typer.Option(min=1, help="Customers waiting to be scored beyond which requests get 503.")
+    ] = 20_000,
+    access_log: Annotated[bool, typer.Option(help="Log every request (errors are always logged).")] = False,
+) -> None:
+    """Serve next baskets over HTTP, with the reasons for each item, and a page at /.
+
+    Endpoints: GET /health, GET /ready, GET /v1/customers/{id}/next-basket?k=10, POST
+    /v1/customers/{id}/next-basket {"recent": [["milk"]]}, POST /v1/next-basket {"history":
+    [["milk","bread"],["milk"]], "k": 10, "exclude": ["bread"]}, POST /v1/next-baskets
+    {"customers": [...]}, POST /admin/reload (X-API-Key: $BASKETGNN_ADMIN_KEY) or SIGHUP for a
+    new model without downtime; the API is described at /docs.
+
+    Example: `basketgnn serve --checkpoint runs/demo/dnntsp/best.pt` then open
+    http://127.0.0.1:8000/.
+    """
+    try:
+        import uvicorn
+
+        from basketgnn.serve.app import ServeSettings, create_app
+    except ImportError as e:
+        raise UserError(f"basketgnn serve needs the serve extra ({e.name} is missing): pip install 'basketgnn[serve]'") from None
+
+    settings = ServeSettings(
+        str(checkpoint), None if data is None else str(data), None if blocked is None else str(blocked),
+        device, threads, max_pending=max_pending,
+    )  # fmt: skip
+    app = create_app(settings, load_now=True)
+    service = app.state.slot.current
+    customers = 0 if service.data is None else service.data.n_users
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
+    console.print(
+        f"serving {checkpoint} ({service.model}, {service.n_items:,} items, {customers:,} customers) "
+        f"on http://{host}:{port}/",
+        highlight=False,
+    )
+    uvicorn.run(app, host=host, port=port, access_log=access_log, log_level="info")

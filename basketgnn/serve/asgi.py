@@ -1,0 +1,12 @@
+"""``app`` for any ASGI server, configured by environment variables
+(:meth:`~basketgnn.serve.app.ServeSettings.from_env`): BASKETGNN_CHECKPOINT (required),
+BASKETGNN_DATA, BASKETGNN_BLOCKED, BASKETGNN_DEVICE, BASKETGNN_THREADS; admin endpoints need
+BASKETGNN_ADMIN_KEY. The model loads at startup; ``/ready`` answers 503 until it has.
+
+Example: ``BASKETGNN_CHECKPOINT=best.pt gunicorn -k uvicorn.workers.UvicornWorker -w 2
+basketgnn.serve.asgi:app``.
+"""
+
+from basketgnn.serve.app import ServeSettings, create_app
+
+app = create_app(ServeSettings.from_env())
