@@ -144,8 +144,8 @@ def _transition_parts(
         for age, basket in enumerate(reversed(baskets)):
             for i in basket.tolist():
                 h[i] = h.get(i, 0.0) + option.decay**age
-        own = np.fromiter(h.keys(), np.int64, len(h))
-        weight = np.fromiter(h.values(), np.float64, len(h))
+        own = np.array(sorted(h), np.int64)  # ascending: equal shares list the lower item first
+        weight = np.array([h[i] for i in own.tolist()], np.float64)
         contrib = matrix[own][:, items[r]].toarray() * weight[:, None] if len(own) else np.zeros((0, items.shape[1]))
         row = []
         for j in range(items.shape[1]):

@@ -42,6 +42,28 @@ def test_predict_for_a_customer_and_for_a_typed_history(monkeypatch, capsys, tra
     assert "next basket (2 past baskets)" in out
 
 
+def test_predict_explain_and_recommend_reasons_give_the_same_reasons(monkeypatch, capsys, checkpoint, tmp_path):
+    ckpt, data = checkpoint
+    customer = str(data.user_ids[2])
+    code, out, err = run(monkeypatch, capsys, "predict", "--checkpoint", str(ckpt), "--user", customer,
+                         "--k", "3", "--explain")  # fmt: skip
+    assert code == 0, err
+    flat = " ".join(out.replace("│", " ").split())
+    assert "why" in flat and "score" in flat and "most similar customers" in flat
+    code, _, err = run(monkeypatch, capsys, "recommend", "--checkpoint", str(ckpt), "--k", "3",
+                       "--out", str(tmp_path / "recs.parquet"), "--reasons")  # fmt: skip
+    assert code == 0, err
+    recs = pd.read_parquet(tmp_path / "recs.parquet")
+    assert list(recs.columns) == ["customer_id", "item_id", "rank", "score", "reasons"]
+    for _, row in recs.iterrows():
+        reasons = json.loads(row["reasons"])
+        assert reasons[0]["kind"] == "score" and np.isclose(reasons[0]["score"], row["score"], rtol=1e-6)
+        assert reasons[1]["kind"] == "repeat"
+    mine = recs[recs.customer_id == customer]
+    for text in (json.loads(r)[2]["text"] for r in mine["reasons"]):  # the neighbours' line
+        assert " ".join(text.split()) in flat
+
+
 def test_predict_k_below_1_is_exit_2(monkeypatch, capsys):
     code, _, _ = run(monkeypatch, capsys, "predict", "--checkpoint", "x.pt", "--user", "u", "--k", "0")
     assert code == 2
