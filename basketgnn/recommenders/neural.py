@@ -230,6 +230,9 @@ def rank_dense(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 def torch_threads(n: int) -> Iterator[None]:
     """torch's intra-op threads set to ``n`` inside the block."""
     before = torch.get_num_threads()
+    if before == n:  # setting it costs milliseconds (the thread pool is rebuilt)
+        yield
+        return
     torch.set_num_threads(n)
     try:
         yield

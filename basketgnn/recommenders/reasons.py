@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from basketgnn.data.dataset import BasketData, Histories
+from basketgnn.data.dataset import BasketData, Histories, ranges
 from basketgnn.data.split import Instances
 from basketgnn.recommenders.fused import FusedRecommender
 from basketgnn.recommenders.neural import NeuralRecommender
@@ -70,36 +70,38 @@ def _explain_chunk(rec: Any, data: BasketData, inst: Instances, items: np.ndarra
     base = rec.base if isinstance(rec, FusedRecommender) else rec
     hist = data.histories(inst.users, inst.n_history)
     parts: dict[str, np.ndarray] = {}
-    reasons: list[list[list[Reason]]] = [[[] for _ in range(k)] for _ in range(n)]
-    extra: list[tuple[str, Any]] = []
-
-    if isinstance(base, NeuralRecommender) and (fusion is None or fusion.weight < 1):
-        logits = np.take_along_axis(base.score(data, inst), items, axis=1).astype(np.float64)  # [n, k]
+    share = n_nbrs = sources = None
+    logits, attention = _model(base, data, inst, hist, items) if isinstance(base, NeuralRecommender) else (None, None)
+    if logits is not None and (fusion is None or fusion.weight < 1):
         parts["model"] = logits if fusion is None else (1.0 - fusion.weight) * sigmoid(logits)
     if fusion is not None:
-        own, nbr, share, n_nbrs = _tifu_parts(fusion, data, inst, items)
-        parts["own_history"], parts["similar_customers"] = own, nbr
-        extra.append(("neighbours", (share, n_nbrs)))
+        parts["own_history"], parts["similar_customers"], share, n_nbrs = _tifu_parts(fusion, data, inst, items)
         if fusion.uses_transitions:
             parts["item_transitions"], sources = _transition_parts(fusion, data, inst, hist, items)
-            extra.append(("transitions", sources))
-    evidence = _repeat_evidence(hist, items, data.n_items)
-    attention = _attention(base, data, inst, hist, items) if isinstance(base, NeuralRecommender) else None
+    evidence = [e.tolist() for e in _repeat_evidence(hist, items, data.n_items)]
 
+    # Python lists: per-entry reads of numpy arrays cost more than the rest of a reason.
+    names, values = list(parts), [v.tolist() for v in parts.values()]
+    share_l = share.tolist() if share is not None else None
+    count = n_nbrs.tolist() if n_nbrs is not None else None
+    history = inst.n_history.tolist()
+    reasons: list[list[list[Reason]]] = []
     for r in range(n):
+        row = []
+        window = min(REPEAT_WINDOW, int(history[r]))
         for j in range(k):
-            out = reasons[r][j]
-            out.append(_score_reason({name: float(v[r, j]) for name, v in parts.items()}, fusion is None))
-            out.append(_repeat_reason(*(int(e[r, j]) for e in evidence), min(REPEAT_WINDOW, int(inst.n_history[r]))))
-            for kind, value in extra:
-                if kind == "neighbours":
-                    share, n_nbrs = value
-                    if n_nbrs[r] > 0:
-                        out.append(_neighbour_reason(float(share[r, j]), int(n_nbrs[r])))
-                elif value[r][j]:
-                    out.append(_transition_reason(value[r][j], data.item_ids))
+            out = [
+                _score_reason(dict(zip(names, (v[r][j] for v in values))), fusion is None),
+                _repeat_reason(evidence[0][r][j], evidence[1][r][j], evidence[2][r][j], window),
+            ]
+            if count is not None and count[r] > 0:
+                out.append(_neighbour_reason(share_l[r][j], count[r]))  # type: ignore[index]
+            if sources is not None and sources[r][j]:
+                out.append(_transition_reason(sources[r][j], data.item_ids))
             if attention is not None and attention[r][j]:
                 out.append(_attention_reason(attention[r][j]))
+            row.append(out)
+        reasons.append(row)
     return reasons
 
 
@@ -128,34 +130,50 @@ def _tifu_parts(
 def _transition_parts(
     fusion: ScoreFusion, data: BasketData, inst: Instances, hist: Histories, items: np.ndarray
 ) -> tuple[np.ndarray, list[list[list[tuple[int, float]]]]]:
-    """ν · t of each item and, per item, the history items leading to it with their shares of
-    h_u S (``scoring.transitions``: h_u = Σ_t decay^(T − t) x_t).
+    """ν · t of each item and, per item j, the history items i leading to it with their shares
+    of Σ_i h_i S_ij (``scoring.transitions``: h = Σ_t decay^(T − t) x_t), largest first.
 
     Shapes: items [n, k] -> ([n, k], n lists of k lists of (item, share))."""
     scorer, option = fusion.transitions, fusion.transition_option
     assert scorer is not None and option is not None
     t = scorer.scores(data, inst, option)
     part = fusion.transition_weight * _sparse_at(t.offsets, t.items, t.values, items)
-    matrix = scorer.matrix
-    sources: list[list[list[tuple[int, float]]]] = []
-    for r in range(len(items)):
-        baskets = [hist.baskets.row(b) for b in range(hist.basket_offsets[r], hist.basket_offsets[r + 1])]
-        h: dict[int, float] = {}
-        for age, basket in enumerate(reversed(baskets)):
-            for i in basket.tolist():
-                h[i] = h.get(i, 0.0) + option.decay**age
-        own = np.array(sorted(h), np.int64)  # ascending: equal shares list the lower item first
-        weight = np.array([h[i] for i in own.tolist()], np.float64)
-        contrib = matrix[own][:, items[r]].toarray() * weight[:, None] if len(own) else np.zeros((0, items.shape[1]))
-        row = []
-        for j in range(items.shape[1]):
-            c = contrib[:, j]
-            if option.explore_only and items[r, j] in h or c.sum() <= 0:
-                row.append([])
-                continue
-            top = np.argsort(-c, kind="stable")[:TOP_SOURCES]
-            row.append([(int(own[i]), float(c[i] / c.sum())) for i in top if c[i] > 0])
-        sources.append(row)
+    n, k = items.shape
+    n_items = data.n_items
+    # h as sorted keys (row · I + item) -> weight.
+    n_baskets = np.diff(hist.basket_offsets)
+    owner = np.repeat(np.arange(n), n_baskets)
+    age = hist.basket_offsets[owner + 1] - 1 - np.arange(len(owner))
+    sizes = hist.baskets.lengths
+    keys, inverse = np.unique(np.repeat(owner, sizes) * n_items + hist.baskets.values.astype(np.int64), return_inverse=True)
+    h = np.bincount(inverse, weights=np.repeat(float(option.decay) ** age, sizes), minlength=len(keys))
+    # Every (pair, source) entry of column j of S: S's transpose lists each column's sources.
+    st = scorer.matrix.T.tocsr()
+    st.sort_indices()
+    pair_item = items.ravel()
+    pair_row = np.repeat(np.arange(n), k)
+    lengths = np.diff(st.indptr)[pair_item]
+    entry = ranges(st.indptr[pair_item], lengths)
+    pair = np.repeat(np.arange(n * k), lengths)
+    source, s_value = st.indices[entry].astype(np.int64), st.data[entry]
+    key = pair_row[pair] * n_items + source
+    pos = np.minimum(np.searchsorted(keys, key), max(len(keys) - 1, 0))
+    held = (keys[pos] == key) if len(keys) else np.zeros(len(key), bool)
+    contrib = np.where(held, h[pos] if len(keys) else 0.0, 0.0) * s_value
+    keep = contrib > 0
+    pair, source, contrib = pair[keep], source[keep], contrib[keep]
+    total = np.bincount(pair, weights=contrib, minlength=n * k)
+    order = np.lexsort((source, -contrib, pair))  # per pair: largest first, ties to the lower item
+    pair, source, contrib = pair[order], source[order], contrib[order]
+    first = np.searchsorted(pair, pair, side="left")
+    top = np.flatnonzero(np.arange(len(pair)) - first < TOP_SOURCES)
+    sources: list[list[list[tuple[int, float]]]] = [[[] for _ in range(k)] for _ in range(n)]
+    if option.explore_only:  # the customer's own items get no transition score
+        bought = np.isin(pair_row * n_items + pair_item, keys).reshape(n, k)
+    for p_, i_, c_ in zip(pair[top].tolist(), source[top].tolist(), (contrib[top] / total[pair[top]]).tolist()):
+        r, j = divmod(p_, k)
+        if not (option.explore_only and bought[r, j]):
+            sources[r][j].append((i_, c_))
     return part, sources
 
 
@@ -187,22 +205,26 @@ def _repeat_evidence(hist: Histories, items: np.ndarray, n_items: int) -> tuple[
     )
 
 
-def _attention(
+def _model(
     base: NeuralRecommender, data: BasketData, inst: Instances, hist: Histories, items: np.ndarray
-) -> list[list[list[tuple[int, float, bool]]]] | None:
-    """Per (instance, item) the window's baskets its attention weighs most, most first, as
-    (baskets back, share, whether the basket holds the item); None when the model has no such
-    weights."""
-    if base.spec.attention is None or base.model is None:
-        return None
+) -> tuple[np.ndarray | None, list[list[list[tuple[int, float, bool]]]] | None]:
+    """One forward of the chunk: the model's logits of the items [n, k] and, for a model that
+    declares ``ModelSpec.attention``, per (instance, item) the window's baskets its attention
+    weighs most, most first, as (baskets back, share, whether the basket holds the item)."""
+    if base.model is None:
+        return None, None
     base.setup()
     source = base.spec.batches(data, inst, base.config, False)
     base.model.eval()
     batch = source.collate(np.arange(len(inst)), with_targets=False).to(torch.device(base.config.device))
+    with torch.inference_mode():
+        logits = np.take_along_axis(base.model(batch).double().cpu().numpy(), items, axis=1)  # [n, k]
+    if base.spec.attention is None:
+        return logits, None
     rows = torch.as_tensor(np.repeat(np.arange(len(items)), items.shape[1]))
     weights = base.spec.attention(base.model, batch, rows, torch.as_tensor(items.ravel()))
     if weights is None:
-        return None
+        return logits, None
     row, item = weights.row.cpu().numpy(), weights.item.cpu().numpy()
     length, w = weights.length.cpu().numpy(), weights.weight.float().cpu().numpy()
     where = {(int(r), int(i)): m for m, (r, i) in enumerate(zip(row, item))}
@@ -224,7 +246,7 @@ def _attention(
             held = [i in held_by[b] for b in backs]
             per_item.append([(b, float(w[m, t]), h) for b, t, h in zip(backs, top, held)])
         out.append(per_item)
-    return out
+    return logits, out
 
 
 def _sparse_at(offsets: np.ndarray, cols: np.ndarray, values: np.ndarray, items: np.ndarray) -> np.ndarray:
@@ -238,7 +260,7 @@ def _sparse_at(offsets: np.ndarray, cols: np.ndarray, values: np.ndarray, items:
 
 
 def _back(age: int) -> str:
-    return "the last basket" if age == 0 else f"{age} basket{'s' if age > 1 else ''} before the last"
+    return "the last basket" if age == 0 else f"{age} basket{'s' if age > 1 else ''} back"
 
 
 def _score_reason(parts: dict[str, float], alone: bool) -> Reason:
@@ -255,7 +277,7 @@ def _repeat_reason(recent: int, times: int, last: int, window: int) -> Reason:
                 "recent_baskets": 0, "window": window, "baskets": 0, "last_bought": None}  # fmt: skip
     return {
         "kind": "repeat",
-        "text": f"bought in {recent} of the last {window} baskets ({times} in all), last in {_back(last)}",
+        "text": f"bought in {recent} of the last {window} baskets ({times} in all); last bought {'in ' if last == 0 else ''}{_back(last)}",
         "recent_baskets": recent, "window": window, "baskets": times, "last_bought": last,
     }  # fmt: skip
 
@@ -273,8 +295,8 @@ def _transition_reason(sources: list[tuple[int, float]], item_ids: np.ndarray) -
 
 
 def _attention_reason(baskets: list[tuple[int, float, bool]]) -> Reason:
-    listed = ", ".join(
-        f"{_back(age)} ({share:.0%}, {'with' if held else 'without'} it)" for age, share, held in baskets
+    listed = "; ".join(
+        f"{_back(age)} ({share:.0%}, item {'bought' if held else 'not bought'} then)" for age, share, held in baskets
     )
-    return {"kind": "attention", "text": f"the model's attention weighs {listed} most",
+    return {"kind": "attention", "text": f"the model's attention for it rests most on {listed}",
             "baskets": [{"baskets_back": age, "share": share, "held_item": held} for age, share, held in baskets]}  # fmt: skip

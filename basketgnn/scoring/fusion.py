@@ -112,14 +112,14 @@ class TifuScorer:
         return self._index.kept_scores(own, codes, p.k, alphas, min(self.top, data.n_items))
 
     def neighbours(self, data: BasketData, instances: Instances) -> tuple[SparseRows, np.ndarray]:
-        """Each instance's TIFU vector from its history and its k nearest pool rows (nearest
-        first, -1 pads), for the reasons given with a recommendation.
+        """Each instance's TIFU vector from its history and the k pool rows :meth:`scores`
+        averages (ascending rows, -1 pads), for the reasons given with a recommendation.
 
         Shapes: -> (SparseRows [n, I], [n, k] int64 pool rows)."""
         p = self.params
         own = customer_vectors(data.histories(instances.users, instances.n_history), data.n_items, p.m, p.r_b, p.r_g)
         codes = query_codes(self._distinct_ids, data.user_ids[instances.users])
-        return own, self._index.nearest_sparse(own.csr(slice(0, own.n_rows)), codes, p.k)
+        return own, self._index.kernel_neighbours(own, codes, p.k)
 
     def neighbour_share(self, neighbours: np.ndarray) -> np.ndarray:
         """The share of each row's neighbours (-1 entries ignored) whose pool vector holds each

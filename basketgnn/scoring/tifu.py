@@ -55,7 +55,12 @@ from basketgnn.data.dataset import BasketData, Histories, _offsets, ranges
 from basketgnn.data.split import Instances
 from basketgnn.metrics import ranking_metrics
 from basketgnn.scoring.sparse import SparseScores
-from basketgnn.scoring.tifu_kernel import decayed_rows, tifu_kept_scores, tifu_ranked
+from basketgnn.scoring.tifu_kernel import (
+    decayed_rows,
+    tifu_kept_scores,
+    tifu_neighbours,
+    tifu_ranked,
+)
 
 #: Default tuning grid; any key may be overridden.
 DEFAULT_GRID: dict[str, tuple[float, ...]] = {
@@ -253,6 +258,11 @@ class NeighbourIndex:
             *self._kernel_inputs(own, query_users), int(k), np.asarray(alphas, dtype=np.float64), int(top), own.n_cols
         )
         return {alpha: SparseScores.from_buffers(offsets[a], items[a], values[a]) for a, alpha in enumerate(alphas)}
+
+    def kernel_neighbours(self, own: SparseRows, query_users: np.ndarray, k: int) -> np.ndarray:
+        """The neighbours :meth:`kept_scores` averages for each query, ascending pool rows, -1
+        after (``scoring.tifu_kernel``; float64 index only). Shapes: own [n, I] -> [n, k]."""
+        return tifu_neighbours(*self._kernel_inputs(own, query_users), int(k))
 
     def ranked(
         self, own: SparseRows, query_users: np.ndarray, ks: Sequence[int], alphas: Sequence[float], cut: int

@@ -1,6 +1,7 @@
 """Compiled per-customer kernels of TIFU-KNN (numba): the decayed customer vectors
 (:func:`decayed_rows`), the neighbour search with the fused kept scores of each α
-(:func:`tifu_kept_scores`, the fusion's TIFU score) and the ranking of every (k, α) of a tuning
+(:func:`tifu_kept_scores`, the fusion's TIFU score; :func:`tifu_neighbours`, the neighbours it
+averages) and the ranking of every (k, α) of a tuning
 grid (:func:`tifu_ranked`, :func:`~basketgnn.scoring.tifu.tune_tifu`).
 
 They compute the same float operations on the same values in the same order as the batch
@@ -300,6 +301,36 @@ def tifu_kept_scores(
             mean[i] = 0.0
             own[i] = 0.0
     return offsets, out_items, out_values
+
+
+@numba.njit(**_JIT)
+def tifu_neighbours(
+    own_ptr, own_idx, own_val, same_ptr, same_rows, pool_ptr, pool_idx, pool_val,
+    inv_ptr, inv_rows, inv_val, sq_norms, k,
+):  # pragma: no cover - jit
+    """The neighbours :func:`tifu_kept_scores` averages for each query: its k nearest pool rows
+    (ties to the lower row, infinite distances left out), in ascending row order, -1 after.
+
+    Shapes: as :func:`tifu_kept_scores` -> [n, k] int64."""
+    n = len(own_ptr) - 1
+    n_pool = len(sq_norms)
+    k_eff = min(k, n_pool)
+    out = np.full((n, k), -1, np.int64)
+    dots = np.zeros(n_pool)
+    dist = np.empty(n_pool)
+    rows = np.arange(n_pool)
+    nearest = np.empty(max(k_eff, 1), np.int64)
+    pos = np.empty(n_pool, np.int64)
+    work = np.empty(n_pool)
+    for u in range(n):
+        _distances(u, own_ptr, own_idx, own_val, same_ptr, same_rows, inv_ptr, inv_rows, inv_val, sq_norms, dots, dist)
+        size = smallest_positions(dist, rows, n_pool, k_eff, pos, nearest, work)
+        found = 0
+        for j in range(size):
+            if dist[nearest[j]] < np.inf:
+                out[u, found] = nearest[j]
+                found += 1
+    return out
 
 
 @numba.njit(**_JIT)
