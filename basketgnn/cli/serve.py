@@ -26,7 +26,14 @@ def serve(
         typer.Option(help="Items never recommended: a text file, one item id per line, read again when it changes."),
     ] = None,
     device: DeviceOpt = None,
-    threads: Annotated[int | None, typer.Option(min=1, help="CPU threads for scoring (default: the model's).")] = None,
+    threads: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="CPU threads for scoring. 1: the other cores serve HTTP beside it, and one "
+            "customer at a time is fastest on one thread.",
+        ),
+    ] = 1,
     max_pending: Annotated[
         int, typer.Option(min=1, help="Customers waiting to be scored beyond which requests get 503.")
     ] = 20_000,

@@ -64,6 +64,19 @@ def _distances(
 
 
 @numba.njit(**_JIT)
+def _nearest(dist, rows, n_pool, k_eff, pos, nearest, work):  # pragma: no cover - jit
+    """The k smallest (distance, row) with a finite distance, into ``nearest`` in ascending row
+    order; returns how many."""
+    size = smallest_positions(dist, rows, n_pool, k_eff, pos, nearest, work)
+    n_found = 0
+    for j in range(size):
+        if dist[nearest[j]] < np.inf:
+            nearest[n_found] = nearest[j]
+            n_found += 1
+    return n_found
+
+
+@numba.njit(**_JIT)
 def _neighbour_sum(u, neighbours, w, own_ptr, pool_ptr, pool_idx, pool_val, mean, seen, cand):  # pragma: no cover - jit
     """mean += Σ w · v_p over ``neighbours`` (ascending rows). When u's and the neighbours'
     entries are few, the neighbours' items are listed in cand[:n] as they come (flagged in
@@ -262,13 +275,7 @@ def tifu_kept_scores(
     fused_items = np.empty(n_items, np.int64)
     for u in range(n):
         _distances(u, own_ptr, own_idx, own_val, same_ptr, same_rows, inv_ptr, inv_rows, inv_val, sq_norms, dots, dist)
-        # The k smallest (distance, row); infinite ones are not neighbours.
-        size = smallest_positions(dist, rows, n_pool, k_eff, pos, nearest, work)
-        n_found = 0
-        for j in range(size):
-            if dist[nearest[j]] < np.inf:
-                nearest[n_found] = nearest[j]
-                n_found += 1
+        n_found = _nearest(dist, rows, n_pool, k_eff, pos, nearest, work)
         neighbours = nearest[:n_found]  # ascending rows
         w = 1.0 / max(n_found, 1)
         for e in range(own_ptr[u], own_ptr[u + 1]):
@@ -324,12 +331,8 @@ def tifu_neighbours(
     work = np.empty(n_pool)
     for u in range(n):
         _distances(u, own_ptr, own_idx, own_val, same_ptr, same_rows, inv_ptr, inv_rows, inv_val, sq_norms, dots, dist)
-        size = smallest_positions(dist, rows, n_pool, k_eff, pos, nearest, work)
-        found = 0
-        for j in range(size):
-            if dist[nearest[j]] < np.inf:
-                out[u, found] = nearest[j]
-                found += 1
+        n_found = _nearest(dist, rows, n_pool, k_eff, pos, nearest, work)
+        out[u, :n_found] = nearest[:n_found]
     return out
 
 

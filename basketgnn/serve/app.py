@@ -72,21 +72,21 @@ class ServeSettings:
     data: str | None = None
     blocked: str | None = None
     device: str | None = None
-    threads: int | None = None
+    threads: int | None = 1
     max_batch: int = 2048
     max_pending: int = 20_000
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> ServeSettings:
         """BASKETGNN_CHECKPOINT (required), BASKETGNN_DATA, BASKETGNN_BLOCKED,
-        BASKETGNN_DEVICE, BASKETGNN_THREADS."""
+        BASKETGNN_DEVICE, BASKETGNN_THREADS (default 1)."""
         env = dict(os.environ if env is None else env)
         if not env.get("BASKETGNN_CHECKPOINT"):
             raise UserError("set BASKETGNN_CHECKPOINT to the best.pt to serve (and BASKETGNN_DATA to its data).")
         threads = env.get("BASKETGNN_THREADS")
         return cls(
             env["BASKETGNN_CHECKPOINT"], env.get("BASKETGNN_DATA") or None, env.get("BASKETGNN_BLOCKED") or None,
-            env.get("BASKETGNN_DEVICE") or None, int(threads) if threads else None,
+            env.get("BASKETGNN_DEVICE") or None, int(threads) if threads else 1,
         )  # fmt: skip
 
 
