@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -10,6 +11,9 @@ import typer
 
 from basketgnn.cli.common import CheckpointOpt, DeviceOpt, console
 from basketgnn.errors import UserError
+
+#: Seconds a new worker may take to load its model before a SIGHUP restart gives up on it.
+READY_TIMEOUT_S = 300
 
 
 def serve(
@@ -38,6 +42,15 @@ def serve(
         int, typer.Option(min=1, help="Customers waiting to be scored beyond which requests get 503.")
     ] = 20_000,
     access_log: Annotated[bool, typer.Option(help="Log every request (errors are always logged).")] = False,
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Worker processes, each with its own copy of the model, sharing the port. With "
+            "more than 1, SIGHUP to this process replaces them one by one (a new model without "
+            "downtime; a checkpoint that does not load keeps the old workers).",
+        ),
+    ] = 1,
 ) -> None:
     """Serve next baskets over HTTP, with the reasons for each item, and a page at /.
 
@@ -53,7 +66,7 @@ def serve(
     try:
         import uvicorn
 
-        from basketgnn.serve.app import ServeSettings, create_app
+        from basketgnn.serve.app import WORKERS_ENV, ServeSettings, create_app
     except ImportError as e:
         raise UserError(f"basketgnn serve needs the serve extra ({e.name} is missing): pip install 'basketgnn[serve]'") from None
 
@@ -61,13 +74,21 @@ def serve(
         str(checkpoint), None if data is None else str(data), None if blocked is None else str(blocked),
         device, threads, max_pending=max_pending,
     )  # fmt: skip
-    app = create_app(settings, load_now=True)
+    app = create_app(settings, load_now=True)  # a checkpoint that does not load stops here
     service = app.state.slot.current
     customers = 0 if service.data is None else service.data.n_users
     logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
     console.print(
         f"serving {checkpoint} ({service.model}, {service.n_items:,} items, {customers:,} customers) "
-        f"on http://{host}:{port}/",
+        f"on http://{host}:{port}/" + (f" with {workers} worker processes" if workers > 1 else ""),
         highlight=False,
     )
-    uvicorn.run(app, host=host, port=port, access_log=access_log, log_level="info")
+    if workers == 1:
+        uvicorn.run(app, host=host, port=port, access_log=access_log, log_level="info")
+        return
+    del app, service  # each worker loads its own copy (basketgnn.serve.asgi, from the environment)
+    os.environ.update({**settings.to_env(), WORKERS_ENV: str(workers)})
+    uvicorn.run(
+        "basketgnn.serve.asgi:app", host=host, port=port, workers=workers, access_log=access_log,
+        log_level="info", timeout_worker_healthcheck=READY_TIMEOUT_S,
+    )  # fmt: skip

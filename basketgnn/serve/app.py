@@ -60,6 +60,8 @@ from basketgnn.workflow.serving import Query as NextQuery
 log = logging.getLogger("basketgnn.serve")
 #: The environment variable holding the admin API key (admin endpoints are off without it).
 ADMIN_KEY_ENV = "BASKETGNN_ADMIN_KEY"
+#: Set by ``basketgnn serve --workers N`` in each of its N worker processes.
+WORKERS_ENV = "BASKETGNN_WORKERS"
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,12 @@ class ServeSettings:
     threads: int | None = 1
     max_batch: int = 2048
     max_pending: int = 20_000
+
+    def to_env(self) -> dict[str, str]:
+        """The environment variables :meth:`from_env` reads back."""
+        named = {"CHECKPOINT": self.checkpoint, "DATA": self.data, "BLOCKED": self.blocked,
+                 "DEVICE": self.device, "THREADS": None if self.threads is None else str(self.threads)}  # fmt: skip
+        return {f"BASKETGNN_{k}": v for k, v in named.items() if v is not None}
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> ServeSettings:
@@ -99,7 +107,7 @@ def load_service(settings: ServeSettings, blocked: BlockedItems | None) -> NextB
 
 def create_app(settings: ServeSettings, load_now: bool = False) -> FastAPI:
     """The app serving ``settings``. ``load_now``: load the model here (its errors raise
-    here); else it loads at startup and ``/ready`` answers 503 until it has."""
+    here); else it loads at startup, before the first request is accepted."""
     blocked = BlockedItems(settings.blocked) if settings.blocked else None
     state = {"settings": settings}
     service = load_service(settings, blocked) if load_now else None
@@ -120,10 +128,13 @@ def create_app(settings: ServeSettings, load_now: bool = False) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if slot.current is None:
+            # Before the first request is accepted: a server started by a process manager
+            # (e.g. gunicorn's new workers after SIGHUP) holds connections until the model is
+            # in, instead of answering 503. A checkpoint that does not load stops the startup.
+            await slot.reload()
         scorer.start()
         loop = asyncio.get_running_loop()
-        if slot.current is None:
-            loop.create_task(_first_load(slot))
         try:
             loop.add_signal_handler(signal.SIGHUP, lambda: loop.create_task(_reload_logged(slot)))
         except (NotImplementedError, RuntimeError, ValueError):  # not the main thread / no SIGHUP
@@ -204,6 +215,12 @@ def create_app(settings: ServeSettings, load_now: bool = False) -> FastAPI:
     @app.post("/admin/reload")
     async def admin_reload(request: Request, body: schemas.ReloadRequest | None = Body(None)) -> Response:
         _check_admin(request)
+        workers = int(os.environ.get(WORKERS_ENV, "1"))
+        if workers > 1:
+            return _error(request, 409, "several_workers",
+                          f"this server runs {workers} worker processes and a request reaches one of them",
+                          None, f"write the new checkpoint to the served path, then send SIGHUP to the parent "
+                          f"process (kill -HUP {os.getppid()}): it replaces the workers one by one")  # fmt: skip
         body = body or schemas.ReloadRequest()
         t0 = time.perf_counter()
         try:
@@ -222,13 +239,6 @@ def create_app(settings: ServeSettings, load_now: bool = False) -> FastAPI:
         })  # fmt: skip
 
     return app
-
-
-async def _first_load(slot: ModelSlot) -> None:
-    try:
-        await slot.reload()
-    except Exception as e:
-        log.error("the model did not load: %s", reason(e))
 
 
 async def _reload_logged(slot: ModelSlot) -> None:

@@ -272,3 +272,41 @@ def test_an_internal_error_is_a_500_with_a_request_id_in_the_log(checkpoints, mo
     finally:
         server.should_exit = True
         thread.join(20)
+
+
+def test_several_workers_are_replaced_one_by_one_on_sighup(checkpoints, tmp_path):
+    """--workers 2: SIGHUP to the parent brings each new worker into service before retiring
+    the old one (no failed request); a checkpoint that does not load keeps the old workers."""
+    a, b, _, data = checkpoints
+    served = tmp_path / "best.pt"
+    shutil.copy(a, served)
+    s = start_server("--checkpoint", str(served), "--data", str(a.parent / "data"), "--workers", "2",
+                     log=tmp_path / "log.txt", env={"BASKETGNN_ADMIN_KEY": KEY})  # fmt: skip
+    url = f"{s.url}/v1/customers/{data.user_ids[0]}/next-basket"
+    try:
+        r = httpx.post(f"{s.url}/admin/reload", json={}, headers={"X-API-Key": KEY})
+        assert r.status_code == 409 and "SIGHUP" in r.json()["error"]["fix"]
+        shutil.copy(b, served)
+        s.process.send_signal(signal.SIGHUP)
+        statuses = []
+        deadline = time.monotonic() + 90
+        # Done when both new workers are up and both old ones have finished (uvicorn's log).
+        while time.monotonic() < deadline and not (
+            s.log.read_text().count("Application startup complete") >= 4
+            and s.log.read_text().count("Finished server process") >= 2
+        ):
+            statuses.append(httpx.get(url, params={"reasons": "false"}, timeout=60).status_code)
+            time.sleep(0.05)
+        assert set(statuses) == {200} and len(statuses) > 5
+        assert {httpx.get(f"{s.url}/ready").json()["checkpoint_sha256"] for _ in range(8)} == {file_sha256(b)}
+
+        served.write_bytes(b"not a checkpoint")
+        s.process.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 60
+        while "aborting the restart" not in s.log.read_text() and time.monotonic() < deadline:
+            assert httpx.get(url, params={"reasons": "false"}, timeout=60).status_code == 200
+            time.sleep(0.2)
+        assert "not a basketgnn checkpoint" in s.log.read_text()
+        assert {httpx.get(f"{s.url}/ready").json()["checkpoint_sha256"] for _ in range(8)} == {file_sha256(b)}
+    finally:
+        s.stop()
