@@ -331,24 +331,45 @@ async def client(conn: Connection, sc: Scenario, rng: random.Random, window: Win
 
 # --- CPU and memory from /proc --------------------------------------------------------------
 
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (``serve --workers N``: the parent and its N workers)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
+
+
 def proc_status(pid: int) -> dict[str, int]:
-    """VmRSS, VmHWM (kB) and Threads of a process; {} where /proc has none."""
-    out = {}
-    with contextlib.suppress(OSError):
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM", "Threads"):
-                out[key] = int(value.split()[0])
+    """VmRSS, VmHWM (kB) and Threads of a process and its descendants, summed (the peak is the
+    sum of each process's own peak); {} where /proc has none."""
+    out: dict[str, int] = {}
+    for p in process_tree(pid):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                key, _, value = line.partition(":")
+                if key in ("VmRSS", "VmHWM", "Threads"):
+                    out[key] = out.get(key, 0) + int(value.split()[0])
     return out
 
 
 def proc_cpu_s(pid: int) -> float | None:
-    """User + system CPU seconds of a process (all its threads)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU seconds of a process and its descendants (all their threads)."""
+    total, found = 0, False
+    for p in process_tree(pid):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+        found = True
+    return total / os.sysconf("SC_CLK_TCK") if found else None
 
 
 def machine_busy_s() -> float | None:
@@ -484,6 +505,8 @@ class Server:
             self.cmd += ["--data", str(args.data)]
         if args.threads is not None:
             self.cmd += ["--threads", str(args.threads)]
+        if args.workers > 1:
+            self.cmd += ["--workers", str(args.workers)]
         self.env = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH") or str(PROJECT)}
         self.log, self.cwd = log, cwd  # not the project root: `-m` puts the cwd before PYTHONPATH
         self.proc: subprocess.Popen[bytes] | None = None
@@ -684,7 +707,8 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=1000, help="customers per batch request (default 1000)")
     ap.add_argument("--pool", type=int, default=10_000, help="stored customers drawn for the requests (default 10000)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, help="the server's --threads (default: the model's)")
+    ap.add_argument("--threads", type=int, help="the server's --threads (default: its own, 1)")
+    ap.add_argument("--workers", type=int, default=1, help="the server's --workers (processes; memory and CPU are summed over them)")
     ap.add_argument("--port", type=int, default=0, help="the server's port (default: a free one)")
     ap.add_argument("--request-timeout", type=float, default=300.0, help="seconds before a request counts as an error")
     ap.add_argument("--ready-timeout", type=float, default=600.0, help="seconds to wait for /ready")
@@ -741,7 +765,7 @@ def main() -> None:
                 "model": ready["model"], "data": path, "customers": ready["customers"], "items": ready["items"],
                 "pool": len(pool.ids), "k": args.k, "duration_s_asked": args.duration, "warmup_s_asked": args.warmup,
                 "min_answers": args.min_answers, "max_duration_s": args.max_duration,
-                "server_threads_option": args.threads, "server_cmd": shlex.join(server.cmd),
+                "server_threads_option": args.threads, "server_workers": args.workers, "server_cmd": shlex.join(server.cmd),
                 "server_pythonpath": server.env["PYTHONPATH"], "server_start_s": round(start_s, 2),
                 "rss_ready_mb": _mb(mem.get("VmRSS")), "peak_rss_ready_mb": _mb(mem.get("VmHWM")),
                 "server": "uvicorn" + (" (uvloop" if _has("uvloop") else " (asyncio")

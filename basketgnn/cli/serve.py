@@ -63,30 +63,42 @@ def serve(
     Example: `basketgnn serve --checkpoint runs/demo/dnntsp/best.pt` then open
     http://127.0.0.1:8000/.
     """
-    try:
-        import uvicorn
+    import importlib.util
 
-        from basketgnn.serve.app import WORKERS_ENV, ServeSettings, create_app
-    except ImportError as e:
-        raise UserError(f"basketgnn serve needs the serve extra ({e.name} is missing): pip install 'basketgnn[serve]'") from None
+    missing = [m for m in ("fastapi", "uvicorn") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise UserError(f"basketgnn serve needs the serve extra ({', '.join(missing)} missing): pip install 'basketgnn[serve]'")
+    import uvicorn
+
+    from basketgnn.serve.settings import WORKERS_ENV, ServeSettings, check_settings
 
     settings = ServeSettings(
         str(checkpoint), None if data is None else str(data), None if blocked is None else str(blocked),
         device, threads, max_pending=max_pending,
     )  # fmt: skip
-    app = create_app(settings, load_now=True)  # a checkpoint that does not load stops here
-    service = app.state.slot.current
-    customers = 0 if service.data is None else service.data.n_users
     logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
-    console.print(
-        f"serving {checkpoint} ({service.model}, {service.n_items:,} items, {customers:,} customers) "
-        f"on http://{host}:{port}/" + (f" with {workers} worker processes" if workers > 1 else ""),
-        highlight=False,
-    )
     if workers == 1:
+        from basketgnn.serve.app import create_app
+
+        app = create_app(settings, load_now=True)  # a checkpoint that does not load stops here
+        service = app.state.slot.current
+        customers = 0 if service.data is None else service.data.n_users
+        console.print(
+            f"serving {checkpoint} ({service.model}, {service.n_items:,} items, {customers:,} customers) "
+            f"on http://{host}:{port}/",
+            highlight=False,
+        )
         uvicorn.run(app, host=host, port=port, access_log=access_log, log_level="info")
         return
-    del app, service  # each worker loads its own copy (basketgnn.serve.asgi, from the environment)
+    # This process only supervises: the settings are checked in a short-lived process, and each
+    # worker loads its own copy (basketgnn.serve.asgi, from the environment).
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        problem = pool.apply(check_settings, (settings,))
+    if problem is not None:
+        raise UserError(problem)
+    console.print(f"serving {checkpoint} on http://{host}:{port}/ with {workers} worker processes", highlight=False)
     os.environ.update({**settings.to_env(), WORKERS_ENV: str(workers)})
     uvicorn.run(
         "basketgnn.serve.asgi:app", host=host, port=port, workers=workers, access_log=access_log,

@@ -34,7 +34,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from importlib import resources
 from typing import Any
 
@@ -45,6 +45,7 @@ from starlette.exceptions import HTTPException
 
 from basketgnn.errors import UserError
 from basketgnn.serve import schemas
+from basketgnn.serve.settings import ADMIN_KEY_ENV, WORKERS_ENV, ServeSettings
 from basketgnn.serve.worker import (
     ModelSlot,
     NotReady,
@@ -58,44 +59,6 @@ from basketgnn.workflow.serving import BlockedItems, NextBaskets, UnknownCustome
 from basketgnn.workflow.serving import Query as NextQuery
 
 log = logging.getLogger("basketgnn.serve")
-#: The environment variable holding the admin API key (admin endpoints are off without it).
-ADMIN_KEY_ENV = "BASKETGNN_ADMIN_KEY"
-#: Set by ``basketgnn serve --workers N`` in each of its N worker processes.
-WORKERS_ENV = "BASKETGNN_WORKERS"
-
-
-@dataclass(frozen=True)
-class ServeSettings:
-    """What a server serves: a checkpoint, the data whose customers it looks up (None: the data
-    the checkpoint records), items never recommended, the torch device and scoring threads,
-    and the batching limits (``worker.Scorer``)."""
-
-    checkpoint: str
-    data: str | None = None
-    blocked: str | None = None
-    device: str | None = None
-    threads: int | None = 1
-    max_batch: int = 2048
-    max_pending: int = 20_000
-
-    def to_env(self) -> dict[str, str]:
-        """The environment variables :meth:`from_env` reads back."""
-        named = {"CHECKPOINT": self.checkpoint, "DATA": self.data, "BLOCKED": self.blocked,
-                 "DEVICE": self.device, "THREADS": None if self.threads is None else str(self.threads)}  # fmt: skip
-        return {f"BASKETGNN_{k}": v for k, v in named.items() if v is not None}
-
-    @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> ServeSettings:
-        """BASKETGNN_CHECKPOINT (required), BASKETGNN_DATA, BASKETGNN_BLOCKED,
-        BASKETGNN_DEVICE, BASKETGNN_THREADS (default 1)."""
-        env = dict(os.environ if env is None else env)
-        if not env.get("BASKETGNN_CHECKPOINT"):
-            raise UserError("set BASKETGNN_CHECKPOINT to the best.pt to serve (and BASKETGNN_DATA to its data).")
-        threads = env.get("BASKETGNN_THREADS")
-        return cls(
-            env["BASKETGNN_CHECKPOINT"], env.get("BASKETGNN_DATA") or None, env.get("BASKETGNN_BLOCKED") or None,
-            env.get("BASKETGNN_DEVICE") or None, int(threads) if threads else 1,
-        )  # fmt: skip
 
 
 def load_service(settings: ServeSettings, blocked: BlockedItems | None) -> NextBaskets:

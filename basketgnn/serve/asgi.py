@@ -7,6 +7,7 @@ Example: ``BASKETGNN_CHECKPOINT=best.pt gunicorn -k uvicorn.workers.UvicornWorke
 basketgnn.serve.asgi:app``.
 """
 
-from basketgnn.serve.app import ServeSettings, create_app
+from basketgnn.serve.app import create_app
+from basketgnn.serve.settings import ServeSettings
 
 app = create_app(ServeSettings.from_env())

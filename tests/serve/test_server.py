@@ -246,7 +246,8 @@ def test_overload_is_a_503_and_the_server_lives_on(checkpoints, tmp_path):
 def test_an_internal_error_is_a_500_with_a_request_id_in_the_log(checkpoints, monkeypatch, caplog):
     import uvicorn
 
-    from basketgnn.serve.app import ServeSettings, create_app
+    from basketgnn.serve.app import create_app
+    from basketgnn.serve.settings import ServeSettings
     from basketgnn.workflow import serving
 
     _, _, served, data = checkpoints
@@ -274,6 +275,19 @@ def test_an_internal_error_is_a_500_with_a_request_id_in_the_log(checkpoints, mo
         thread.join(20)
 
 
+def status_kb(pid: int) -> int:
+    """VmRSS of a process (kB)."""
+    line = next(x for x in open(f"/proc/{pid}/status") if x.startswith("VmRSS:"))
+    return int(line.split()[1])
+
+
+def test_a_checkpoint_that_does_not_load_stops_several_workers_before_they_start(tmp_path, monkeypatch, capsys):
+    broken = tmp_path / "best.pt"
+    broken.write_bytes(b"not a checkpoint")
+    code, _, err = run(monkeypatch, capsys, "serve", "--checkpoint", str(broken), "--workers", "2", "--port", str(free_port()))
+    assert code == 2 and "not a basketgnn checkpoint" in err and "Traceback" not in err
+
+
 def test_several_workers_are_replaced_one_by_one_on_sighup(checkpoints, tmp_path):
     """--workers 2: SIGHUP to the parent brings each new worker into service before retiring
     the old one (no failed request); a checkpoint that does not load keeps the old workers."""
@@ -286,6 +300,8 @@ def test_several_workers_are_replaced_one_by_one_on_sighup(checkpoints, tmp_path
     try:
         r = httpx.post(f"{s.url}/admin/reload", json={}, headers={"X-API-Key": KEY})
         assert r.status_code == 409 and "SIGHUP" in r.json()["error"]["fix"]
+        parent = status_kb(s.process.pid)
+        assert parent < 250_000, f"the supervising process holds {parent} kB: it should not load the model"
         shutil.copy(b, served)
         s.process.send_signal(signal.SIGHUP)
         statuses = []
