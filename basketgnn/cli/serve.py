@@ -70,7 +70,7 @@ def serve(
         raise UserError(f"basketgnn serve needs the serve extra ({', '.join(missing)} missing): pip install 'basketgnn[serve]'")
     import uvicorn
 
-    from basketgnn.serve.settings import WORKERS_ENV, ServeSettings, check_settings
+    from basketgnn.serve.settings import WORKERS_ENV, ServeSettings
 
     settings = ServeSettings(
         str(checkpoint), None if data is None else str(data), None if blocked is None else str(blocked),
@@ -95,7 +95,7 @@ def serve(
     import multiprocessing
 
     with multiprocessing.get_context("spawn").Pool(1) as pool:
-        problem = pool.apply(check_settings, (settings,))
+        problem = pool.apply(_check, (settings,))
     if problem is not None:
         raise UserError(problem)
     console.print(f"serving {checkpoint} on http://{host}:{port}/ with {workers} worker processes", highlight=False)
@@ -104,3 +104,10 @@ def serve(
         "basketgnn.serve.asgi:app", host=host, port=port, workers=workers, access_log=access_log,
         log_level="info", timeout_worker_healthcheck=READY_TIMEOUT_S,
     )  # fmt: skip
+
+
+def _check(settings: object) -> str | None:
+    """In the short-lived process: why the settings cannot be served, None when they load."""
+    from basketgnn.serve.app import check_settings
+
+    return check_settings(settings)  # type: ignore[arg-type]

@@ -68,6 +68,16 @@ def load_service(settings: ServeSettings, blocked: BlockedItems | None) -> NextB
     return service
 
 
+def check_settings(settings: ServeSettings) -> str | None:
+    """Why ``settings`` cannot be served (a user error's message), None when they load: run in
+    a short-lived process by ``serve --workers N`` before it starts the workers."""
+    try:
+        create_app(settings, load_now=True)
+    except UserError as e:
+        return str(e)
+    return None
+
+
 def create_app(settings: ServeSettings, load_now: bool = False) -> FastAPI:
     """The app serving ``settings``. ``load_now``: load the model here (its errors raise
     here); else it loads at startup, before the first request is accepted."""

@@ -49,14 +49,3 @@ class ServeSettings:
             max_pending=int(pending) if pending else cls.max_pending,
         )  # fmt: skip
 
-
-def check_settings(settings: ServeSettings) -> str | None:
-    """Why ``settings`` cannot be served (a user error's message), None when they load: run in
-    a short-lived process by ``serve --workers N`` before it starts the workers."""
-    from basketgnn.serve.app import create_app
-
-    try:
-        create_app(settings, load_now=True)
-    except UserError as e:
-        return str(e)
-    return None
