@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import itertools
 import logging
 import os
 import signal
@@ -123,12 +124,21 @@ def create_app(settings: ServeSettings, load_now: bool = False) -> FastAPI:
     _add_errors(app)
     app.add_middleware(_RequestId)
 
+    _add_status_routes(app, slot, blocked)
+    _add_next_basket_routes(app, slot, scorer)
+    _add_admin_routes(app, slot)
+    return app
+
+
+def _add_status_routes(app: FastAPI, slot: ModelSlot, blocked: BlockedItems | None) -> None:
+    """The page, /health and /ready."""
+
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def page() -> HTMLResponse:
         return HTMLResponse(resources.files("basketgnn.serve").joinpath("page.html").read_text())
 
     @app.get("/health")
-    def health() -> dict[str, str]:
+    async def health() -> dict[str, str]:
         return {"status": "ok"}
 
     @app.get("/ready")
@@ -144,6 +154,10 @@ def create_app(settings: ServeSettings, load_now: bool = False) -> FastAPI:
             "blocked_items": len(blocked.current()) if blocked else 0,
             "blocked_items_error": blocked.error if blocked else None,
         })  # fmt: skip
+
+
+def _add_next_basket_routes(app: FastAPI, slot: ModelSlot, scorer: Scorer) -> None:
+    """The next-basket endpoints and a stored customer's history."""
 
     @app.get("/v1/customers/{customer_id}/next-basket")
     async def customer_next_basket(
@@ -185,6 +199,10 @@ def create_app(settings: ServeSettings, load_now: bool = False) -> FastAPI:
         baskets = service.stored_history(customer_id)
         return {"customer_id": customer_id, "n_baskets": len(baskets), "baskets": baskets[-last:]}
 
+
+def _add_admin_routes(app: FastAPI, slot: ModelSlot) -> None:
+    """/admin/reload: a new model without downtime (an API key from the environment)."""
+
     @app.post("/admin/reload")
     async def admin_reload(request: Request, body: schemas.ReloadRequest | None = Body(None)) -> Response:
         _check_admin(request)
@@ -210,8 +228,6 @@ def create_app(settings: ServeSettings, load_now: bool = False) -> FastAPI:
             "previous_sha256": None if old is None else old.checkpoint_sha256,
             "seconds": round(time.perf_counter() - t0, 3),
         })  # fmt: skip
-
-    return app
 
 
 async def _reload_logged(slot: ModelSlot) -> None:
@@ -311,6 +327,12 @@ def _add_errors(app: FastAPI) -> None:
         return _error(request, 500, "internal", f"an internal error; the server log has request id {rid}")
 
 
+#: Request ids: a random prefix per process and a counter (unique in the logs of every worker;
+#: cheaper than a uuid4 per request).
+_ID_PREFIX = uuid.uuid4().hex[:8]
+_ids_made = itertools.count()
+
+
 class _RequestId:
     """An id for every request (scope state ``request_id``), returned as ``x-request-id``; and
     every POST body read as JSON, whatever its content type (``curl -d`` sends a form type)."""
@@ -322,7 +344,7 @@ class _RequestId:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        rid = uuid.uuid4().hex[:16]
+        rid = f"{_ID_PREFIX}{next(_ids_made):08x}"
         scope.setdefault("state", {})["request_id"] = rid
         if scope["method"] == "POST":
             headers = [(k, v) for k, v in scope["headers"] if k != b"content-type"]
