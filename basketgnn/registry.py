@@ -21,6 +21,7 @@ BASELINES: dict[str, tuple[str, str]] = {
     "g-topfreq": ("basketgnn.recommenders.topfreq:GTopFreq", "most popular items overall"),
     "p-topfreq": ("basketgnn.recommenders.topfreq:PTopFreq", "each customer's most bought items, then popular ones"),
     "tifu-knn": ("basketgnn.recommenders.tifu_knn:TifuKnn", "TIFU-KNN (Hu et al., SIGIR 2020), tuned on validation"),
+    "up-cf": ("basketgnn.recommenders.up_cf:UpCf", "UP-CF@r (Faggioli et al., UMAP 2020), tuned on validation"),
 }
 
 #: name -> (package exposing SPEC, description). Trained by the engine (basketgnn.engine).

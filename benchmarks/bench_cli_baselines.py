@@ -19,7 +19,7 @@ from pathlib import Path
 
 from common import append_result, shared_dataset
 
-MODELS = ["g-topfreq", "p-topfreq", "tifu-knn"]
+MODELS = ["g-topfreq", "p-topfreq", "tifu-knn", "up-cf"]
 
 
 def timed(cmd: list[str]) -> float:

@@ -15,7 +15,7 @@ from basketgnn.workflow.training import settings as settings_of
 
 def test_every_model_is_listed_once_with_a_description():
     infos = registry.models()
-    assert [m.name for m in infos] == ["g-topfreq", "p-topfreq", "tifu-knn", "dnntsp", "sasrec", "bert4rec", "din"]
+    assert [m.name for m in infos] == ["g-topfreq", "p-topfreq", "tifu-knn", "up-cf", "dnntsp", "sasrec", "bert4rec", "din"]
     assert all(m.description for m in infos)
     assert registry.names("neural") == ["dnntsp", "sasrec", "bert4rec", "din"]
     assert "dnntsp (DNNTSP" in registry.help_text() and "tifu-knn (" in registry.help_text()

@@ -7,6 +7,7 @@ object serves evaluation and production top-k.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -39,6 +40,19 @@ class Recommender(Protocol):
     def params(self) -> dict[str, Any]:
         """Hyperparameters in effect (recorded with results)."""
         ...
+
+
+def tuning_grid(
+    grid: Mapping[str, Sequence[Any]] | None, defaults: Mapping[str, tuple[Any, ...]]
+) -> dict[str, tuple[Any, ...]]:
+    """A tuned baseline's grid: ``defaults`` with the keys ``grid`` gives replaced, key by key.
+
+    Raises ValueError for a key ``defaults`` does not have.
+    """
+    unknown = set(grid or {}) - set(defaults)
+    if unknown:
+        raise ValueError(f"unknown grid keys {sorted(unknown)}; valid keys are {sorted(defaults)}")
+    return {key: tuple(grid[key]) if grid and key in grid else v for key, v in defaults.items()}
 
 
 def rank_items(

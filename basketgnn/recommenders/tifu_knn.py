@@ -22,6 +22,7 @@ import numpy as np
 
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
+from basketgnn.recommenders.base import tuning_grid
 from basketgnn.scoring.tifu import (
     DEFAULT_GRID,
     DEFAULT_POOL_CAP,
@@ -73,11 +74,7 @@ class TifuKnn:
         pool_cap: int | None = DEFAULT_POOL_CAP,
         pool_seed: int = 0,
     ) -> None:
-        unknown = set(grid or {}) - set(DEFAULT_GRID)
-        if unknown:
-            raise ValueError(
-                f"unknown grid keys {sorted(unknown)}; valid keys are {sorted(DEFAULT_GRID)}"
-            )
+        self.grid = tuning_grid(grid, DEFAULT_GRID)
         if k < 1 or m < 1 or not 0.0 <= alpha <= 1.0:
             raise ValueError(f"need k >= 1, m >= 1 and 0 <= alpha <= 1; got {k=}, {m=}, {alpha=}")
         if pool_cap is not None and pool_cap < 1:
@@ -86,10 +83,6 @@ class TifuKnn:
         self._initial = (int(k), int(m), r_b, r_g, alpha)
         self.k, self.m, self.r_b, self.r_g, self.alpha = self._initial
         self.tune, self.tune_sample, self.seed = tune, tune_sample, seed
-        self.grid = {
-            key: tuple(grid[key]) if grid and key in grid else values
-            for key, values in DEFAULT_GRID.items()
-        }
         self.tuned = False
         self.validation_score: float | None = None
         self._index: NeighbourIndex | None = None

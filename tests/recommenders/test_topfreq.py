@@ -92,14 +92,14 @@ def test_score_before_fit_and_on_other_catalogue_fail_clearly(model_cls):
 
 
 def test_registry_builds_every_baseline_and_rejects_unknown_names():
-    assert set(BASELINES) == {"g-topfreq", "p-topfreq", "tifu-knn"}
+    assert set(BASELINES) == {"g-topfreq", "p-topfreq", "tifu-knn", "up-cf"}
     for name in BASELINES:
         model = make_baseline(name)
         assert isinstance(model, Recommender) and model.name == name
     tifu = make_baseline("tifu-knn", k=7, tune=False)
     assert isinstance(tifu, TifuKnn) and tifu.params()["k"] == 7
     with pytest.raises(
-        UserError, match="Unknown baseline 'top'; choose one of g-topfreq, p-topfreq, tifu-knn"
+        UserError, match="Unknown baseline 'top'; choose one of g-topfreq, p-topfreq, tifu-knn, up-cf"
     ):
         make_baseline("top")
     with pytest.raises(UserError, match="'g-topfreq': invalid options"):
