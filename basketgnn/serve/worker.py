@@ -27,6 +27,10 @@ from basketgnn.errors import UserError
 from basketgnn.workflow.serving import Answer, NextBaskets, Query
 
 Render = Callable[[NextBaskets, list[Answer]], bytes]
+#: Turns of the event loop between the first waiting request and the batch: requests already
+#: received join it. A call's fixed cost (~2 ms for one customer) is then shared by more
+#: customers; at 8 clients this served a quarter to a third more requests a second.
+GATHER_YIELDS = 3
 
 
 class Overloaded(Exception):
@@ -114,6 +118,8 @@ class Scorer:
         loop = asyncio.get_running_loop()
         while True:
             jobs = [await self._queue.get()]
+            for _ in range(GATHER_YIELDS):  # the loop reads requests already on the sockets
+                await asyncio.sleep(0)
             size = len(jobs[0].queries)
             while not self._queue.empty() and size < self.max_batch:
                 jobs.append(self._queue.get_nowait())
