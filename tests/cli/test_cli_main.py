@@ -14,7 +14,7 @@ import basketgnn.cli as cli
 from basketgnn.errors import UserError
 from tests.support.cli import run, run_status
 
-COMMANDS = ["synth", "prepare", "evaluate", "train", "predict", "recommend", "pipeline", "ablate",
+COMMANDS = ["synth", "prepare", "evaluate", "train", "predict", "recommend", "serve", "pipeline", "ablate",
             "config", "demo"]  # fmt: skip
 
 
