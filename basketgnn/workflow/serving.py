@@ -191,8 +191,13 @@ class NextBaskets:
         u = self.customer_row(customer_id)
         if u is None:
             where = "the served data" if self.data is not None else "any data (none is loaded)"
+            hint = ""
+            if self.data is not None and self.data.meta.get("user_ids_prefixed_with_part"):  # read_dnntsp_json
+                hint = (f" This DNNTSP file repeats user keys across its parts, so its ids are "
+                        f"'<part>:<key>', e.g. {str(self.data.user_ids[0])!r}.")  # fmt: skip
             raise UnknownCustomer(
-                f"customer {customer_id!r} is not in {where}; send their baskets as a history instead."
+                f"customer {customer_id!r} is not in {where}; check the id, or send their baskets as a "
+                f"history instead.{hint}"
             )
         return u
 
