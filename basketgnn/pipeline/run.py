@@ -249,6 +249,8 @@ class _Runner:
             model, selection = select_by_validation(records)
             self.say(f"  recommend.model auto: {selection['reason']}")
         settings: dict[str, Any] = {"model": model, "k": self.job.spec.recommend.k}
+        if self.job.spec.recommend.reasons:  # absent when off: earlier runs' keys stay valid
+            settings["reasons"] = True
         if selection is not None:
             settings["selection"] = selection
         if model in fits:
@@ -509,7 +511,9 @@ class _Runner:
         # Streamed chunk by chunk into both files from one scoring: memory stays that of a
         # chunk, not of every customer's rows (tens of millions at a million customers).
         k = min(self.job.spec.recommend.k, data.n_items)
-        rows = write_recommendation_file(model, data, k, [folder / f for f in RECOMMENDATION_FILES])
+        rows = write_recommendation_file(
+            model, data, k, [folder / f for f in RECOMMENDATION_FILES], reasons=self.job.spec.recommend.reasons
+        )
         self.say(f"  top-{k} by {name} for all {data.n_users:,} customers ({rows:,} rows)")
         info = {"model": name, "k": k, "customers": data.n_users, "rows": rows}
         return info if selection is None else {**info, "selection": selection}

@@ -111,6 +111,11 @@ class RecommendSpec(_Section):
     threads: int | None = Field(
         None, ge=1, description="CPU threads for scoring a trained model (null: its own threads)."
     )
+    reasons: bool = Field(
+        False,
+        description="Add a column `reasons`: each row's reasons as JSON text (its score's parts, "
+        "the customer's repeat evidence, the similar customers, the model's attention). Slower.",
+    )
 
 
 class EvaluateSpec(_Section):

@@ -116,6 +116,20 @@ def test_recommend_threads_score_with_two_threads_and_the_same_rows(first, log, 
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "run" / "recommendations.parquet"), before)
 
 
+def test_recommend_reasons_adds_the_column_and_reruns_only_recommend(first, log, tmp_path):
+    config, _ = first
+    shutil.copytree(config.parent / "run", tmp_path / "run")
+    before = pd.read_parquet(tmp_path / "run" / "recommendations.parquet")
+    job = write_job(tmp_path, log[0], recommend={"k": K, "reasons": True})
+    summary = run(job)
+    assert status(summary)["recommend"] == "ran" and "ran" not in {status(summary)[s] for s in ("prepare", "split")}
+    after = pd.read_parquet(tmp_path / "run" / "recommendations.parquet")
+    pd.testing.assert_frame_equal(after.drop(columns="reasons"), before)
+    first_reasons = json.loads(after["reasons"].iloc[0])
+    assert first_reasons[0]["kind"] == "score" and np.isclose(first_reasons[0]["score"], after["score"].iloc[0], rtol=1e-6)
+    assert "reasons" in pd.read_csv(tmp_path / "run" / "recommendations.csv", nrows=1).columns
+
+
 @pytest.fixture(scope="module")
 def bad_log(log, tmp_path_factory) -> Path:
     df = log[1].astype({"timestamp": str})
