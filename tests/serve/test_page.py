@@ -11,19 +11,13 @@ skipped, naming the packages to install.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import httpx
 import pytest
 
-import basketgnn
 from tests.support.cli import make_checkpoint
+from tests.support.server import start_server
 
 #: Seconds the server may take to answer /ready, and the page to render an answer.
 SERVER_START_S = 90
@@ -46,12 +40,6 @@ def _browser_paths() -> tuple[str, str]:
     return str(browser), str(driver)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def browser_paths() -> tuple[str, str]:
     return _browser_paths()
@@ -63,47 +51,12 @@ def server(browser_paths, tmp_path_factory):
     end of the module."""
     folder = tmp_path_factory.mktemp("serve-page")
     checkpoint, data = make_checkpoint(folder)
-    port = _free_port()
-    # The server runs the basketgnn this test imports, whatever the environment installs.
-    root = str(Path(basketgnn.__file__).resolve().parent.parent)
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
-    }
-    log = open(folder / "server.log", "wb")  # closed by the finalizer
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "basketgnn", "serve", "--checkpoint", str(checkpoint), "--port", str(port),
-         "--threads", "1"],
-        stdout=log, stderr=subprocess.STDOUT, cwd=folder, env=env,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
+    s = start_server("--checkpoint", str(checkpoint), "--threads", "1", log=folder / "server.log",
+                     timeout=SERVER_START_S)  # fmt: skip
     try:
-        _wait_ready(proc, url, folder / "server.log")
-        yield url, data
+        yield s.url, data
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
-
-
-def _wait_ready(proc: subprocess.Popen, url: str, log: Path) -> None:
-    deadline = time.monotonic() + SERVER_START_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"basketgnn serve exited with {proc.returncode}:\n{log.read_text()}")
-        try:
-            if httpx.get(f"{url}/ready", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    pytest.fail(
-        f"basketgnn serve did not answer /ready within {SERVER_START_S}s:\n{log.read_text()}"
-    )
+        s.stop()
 
 
 @pytest.fixture(scope="module")
