@@ -60,8 +60,12 @@ __all__ = ["app", "console", "err_console", "main", "print_results"]
 
 def main() -> None:
     """Console-script entry point: user errors become one clean message and exit status 2."""
+    sys.argv[1:] = _predict.fill_ray_address(sys.argv[1:])
     try:
         app()
     except UserError as e:
-        err_console.print(f"[bold red]error:[/] {e}", highlight=False)
+        from rich.markup import escape
+
+        # Escaped: a message is plain text ("pip install 'basketgnn[ray]'" keeps its brackets).
+        err_console.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False)
         sys.exit(2)

@@ -13,8 +13,6 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from basketgnn.errors import UserError
-
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 
@@ -44,15 +42,10 @@ def checkpoint_and_data(
     checkpoint: Path, data: Path | None, device: str | None, model_only: bool = False
 ) -> tuple[Any, Any, Path]:
     """The checkpoint's recommender, the data aligned to its catalogue, and that data's path
-    (``data``, else the one the checkpoint records)."""
-    from basketgnn.workflow import load_trained
+    (``data``, else the one the checkpoint records); unknown items are reported in a warning."""
+    from basketgnn.workflow.training import load_trained_with_data
 
-    recommender = load_trained(checkpoint, device, model_only=model_only)
-    if data is None:
-        if "data" not in recommender.checkpoint:
-            raise UserError(f"{checkpoint} does not record its data; pass --data.")
-        data = Path(recommender.checkpoint["data"])
-    dataset, dropped = load_data(data).aligned_to(recommender.item_ids)
+    recommender, dataset, data, dropped = load_trained_with_data(checkpoint, data, device, model_only=model_only)
     if dropped:
         err_console.print(
             f"[yellow]warning:[/] {dropped} basket entries of {data} hold items the checkpoint "

@@ -108,9 +108,10 @@ def recommend(
         int | None,
         typer.Option(
             min=1,
-            help="CPU threads for scoring (default: the model's `threads`, else torch's). 2 or "
-            "more: the TIFU-KNN search runs on two worker threads beside the model; 1: one "
-            "after the other. The rows are the same either way.",
+            help="CPU threads for scoring (default: the model's `threads`, else torch's; with "
+            "--ray: 1 per actor, each reserving that many CPUs). 2 or more: the TIFU-KNN search "
+            "runs on two worker threads beside the model; 1: one after the other. The rows are "
+            "the same either way.",
         ),
     ] = None,
     reasons: Annotated[
@@ -121,6 +122,21 @@ def recommend(
             "JSON text, as `predict --explain` shows them. Slower.",
         ),
     ] = False,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            metavar="[ADDRESS]",
+            help="Score on Ray into the --out folder: a new local cluster, or the cluster at "
+            "ADDRESS (auto: the one `ray start` made on this machine; HOST:6379; "
+            "ray://HOST:10001). Actors load the checkpoint once and write one part at a time; a "
+            "part whose actor died is retried. Checkpoint, data and --out must be on storage "
+            "every node sees. Needs `pip install 'basketgnn[ray]'`.",
+        ),
+    ] = None,
+    ray_actors: Annotated[
+        int | None,
+        typer.Option(min=1, help="With --ray: how many actors (default: the cluster's CPUs / --threads)."),
+    ] = None,
 ) -> None:
     """Top-k for every customer from their full history: rows (customer_id, item_id, rank, score).
 
@@ -133,7 +149,8 @@ def recommend(
     Examples:
     `basketgnn recommend --checkpoint runs/demo/dnntsp/best.pt --out recs.parquet --k 20`;
     `basketgnn recommend --checkpoint best.pt --out recs/ --shard 2/8` (one job of eight);
-    `torchrun --nproc-per-node 2 -m basketgnn recommend --checkpoint best.pt --out recs/`.
+    `torchrun --nproc-per-node 2 -m basketgnn recommend --checkpoint best.pt --out recs/`;
+    `basketgnn recommend --checkpoint best.pt --out /shared/recs --ray auto` (a Ray cluster).
     """
     import os
 
@@ -147,6 +164,10 @@ def recommend(
     one_file = out.name.endswith((".parquet", ".csv"))
     where = Shard.parse(shard) if shard is not None else Shard.from_env(os.environ)
     _refuse_bad_out(out, one_file, where)
+    if ray is not None:
+        _refuse_bad_ray(out, one_file, where)
+        _recommend_on_ray(checkpoint, out, data, k, device, chunk, threads or 1, reasons, ray, ray_actors)
+        return
     t0 = time.perf_counter()
     rec, dataset, data_path = checkpoint_and_data(checkpoint, data, device)
     rec.with_threads(threads)
@@ -169,6 +190,70 @@ def recommend(
         console.print(f"complete: {done.manifest}")
     else:
         console.print("waiting for other shards: the manifest is written when all are done")
+
+
+def _recommend_on_ray(
+    checkpoint: Path, out: Path, data: Path | None, k: int, device: str | None, chunk: int,
+    threads: int, reasons: bool, address: str, actors: int | None,
+) -> None:  # fmt: skip
+    """``recommend --ray``: the partitioned dataset written by Ray actors
+    (:mod:`basketgnn.workflow.ray_scoring`)."""
+    from basketgnn.io_utils import file_sha256
+    from basketgnn.workflow.ray_scoring import (
+        CheckpointLoader,
+        ray_cluster,
+        require_ray,
+        write_recommendation_parts_on_ray,
+    )
+    from basketgnn.workflow.recommendations import plan_parts
+
+    require_ray()
+    t0 = time.perf_counter()
+    # The driver needs the data (the part list, the run key), not the fusion: the actors score.
+    _, dataset, data_path = checkpoint_and_data(checkpoint, data, device, model_only=True)
+    source = {"checkpoint": str(checkpoint), "checkpoint_sha256": file_sha256(checkpoint), "data": str(data_path)}
+    plan = plan_parts(dataset, k, out, chunk=chunk, source=source, reasons=reasons)
+    load = CheckpointLoader(str(checkpoint.resolve()), str(data_path.resolve()), device, threads)
+
+    def started(parts: int, n_actors: int) -> None:
+        console.print(f"scoring {parts} part(s) of {out} on {n_actors} Ray actor(s), {threads} CPU(s) each")
+
+    with ray_cluster(address):
+        done = write_recommendation_parts_on_ray(load, plan, actors=actors, cpus_per_actor=threads, on_start=started)
+    console.print(
+        f"wrote {out}: {len(done.parts)} parts ({done.written} written, {done.skipped} already "
+        f"complete), {done.rows:,} rows for {done.customers:,} customers ({time.perf_counter() - t0:.1f}s)"
+    )
+    console.print(f"complete: {done.manifest}")
+
+
+def fill_ray_address(args: list[str]) -> list[str]:
+    """``--ray`` with no address after it (last, or before another option) as ``--ray local``
+    (start a local cluster): the parser's options always take a value."""
+    if "--ray" not in args:
+        return args
+    from basketgnn.workflow.ray_scoring import LOCAL
+
+    filled = []
+    for i, arg in enumerate(args):
+        filled.append(arg)
+        if arg == "--ray" and (i + 1 == len(args) or args[i + 1].startswith("-")):
+            filled.append(LOCAL)
+    return filled
+
+
+def _refuse_bad_ray(out: Path, one_file: bool, where: Any) -> None:
+    """A user error where ``--ray`` cannot do what is asked: one file, or one shard."""
+    if one_file:
+        raise UserError(
+            f"--out {out}: --ray writes a partitioned dataset, which needs a folder; give --out a "
+            f"folder name without .parquet/.csv, e.g. --out {out.with_suffix('')}."
+        )
+    if where is not None:
+        raise UserError(
+            f"--ray scores every part itself, not shard {where}: drop --shard (under torchrun, "
+            "unset WORLD_SIZE)."
+        )
 
 
 def _refuse_bad_out(out: Path, one_file: bool, where: Any) -> None:

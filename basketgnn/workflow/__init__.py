@@ -7,6 +7,7 @@ split -> train -> evaluate -> choose by validation -> recommend.
   the choice of a model by validation.
 - :mod:`~basketgnn.workflow.harness`: the evaluation harness.
 - :mod:`~basketgnn.workflow.recommendations`: top-k rows for every customer, one file or sharded parts.
+- :mod:`~basketgnn.workflow.ray_scoring`: the sharded parts written by Ray actors (``recommend --ray``).
 """
 
 from basketgnn.workflow.config import Settings, load_config

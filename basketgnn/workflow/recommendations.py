@@ -8,7 +8,11 @@ Two outputs, one code path (:func:`iter_recommendations` -> :func:`basketgnn.io_
 
 - one file, ``recs.parquet`` or ``recs.csv`` (:func:`write_recommendation_file`), for small data;
 - a partitioned Parquet dataset (:func:`write_recommendation_parts`): ``DIR/part-XXXXX.parquet``
-  plus ``DIR/_manifest.json``, written by one process or by several shards.
+  plus ``DIR/_manifest.json``, written by one process or by several shards, or by the actors of
+  :mod:`~basketgnn.workflow.ray_scoring`. Every writer runs the same steps:
+  :func:`plan_parts` (the part list and the run key), :func:`start_parts` (what a killed run
+  left is cleared, complete parts are kept), :func:`write_part` for each part to write, and
+  :func:`finish_parts` (the manifests).
 
 **Partition.** Customers are numbered 0..U-1 in the prepared dataset's order. Part p holds
 customers [p·chunk, (p+1)·chunk); with P = ceil(U / chunk) parts, shard i of n writes the
@@ -35,7 +39,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -229,6 +233,118 @@ def run_key(data: BasketData, k: int, chunk: int, source: Mapping[str, Any], rea
     return settings_hash({**what, "reasons": True} if reasons else what, 16)
 
 
+@dataclass(frozen=True)
+class PartPlan:
+    """One run of a partitioned dataset (module docstring): what every part shares, so that any
+    writer of part p (this process, a shard, an actor of :mod:`~basketgnn.workflow.ray_scoring`)
+    writes the same file. Made by :func:`plan_parts`; small and picklable."""
+
+    folder: Path
+    k: int
+    chunk: int
+    n_users: int
+    n_items: int
+    key: str
+    source: dict[str, Any]
+    reasons: bool = False
+
+    @property
+    def n_parts(self) -> int:
+        return -(-self.n_users // self.chunk)
+
+    @property
+    def schema(self) -> pa.Schema:
+        return SCHEMA_WITH_REASONS if self.reasons else SCHEMA
+
+    def customers(self, p: int) -> range:
+        """Part ``p``'s customers: [p·chunk, (p+1)·chunk) within the data."""
+        return range(p * self.chunk, min((p + 1) * self.chunk, self.n_users))
+
+    def complete(self, p: int) -> PartInfo | None:
+        """Part ``p`` when a complete file of this run is in place, None when it must be written."""
+        path = part_path(self.folder, p)
+        rows = _complete_rows(path, self.key)
+        lo = self.customers(p)
+        return None if rows is None else PartInfo(path.name, rows, len(lo), lo.start)
+
+    def check_data(self, data: BasketData) -> None:
+        """A :class:`UserError` unless ``data`` is the data this run was planned on (a writer
+        that loaded its own copy, e.g. on another machine)."""
+        if run_key(data, self.k, self.chunk, self.source, self.reasons) != self.key:
+            raise UserError(
+                f"the data loaded here differs from the data the run over {self.folder} was planned "
+                "on; every machine must read the same checkpoint and data (shared storage)."
+            )
+
+
+def plan_parts(
+    data: BasketData,
+    k: int,
+    folder: str | Path,
+    *,
+    chunk: int = DEFAULT_CHUNK,
+    source: Mapping[str, Any] | None = None,
+    reasons: bool = False,
+) -> PartPlan:
+    """The run of ``data``'s top ``k`` into the dataset ``folder`` (created), parts of
+    ``chunk`` customers; ``source`` describes the model (module docstring, "Crash and rerun")."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"{folder} is a file; a partitioned output needs a folder (or name a .parquet/.csv file).")
+    if chunk < 1:
+        raise UserError(f"--chunk {chunk}: must be at least 1 customer per part.")
+    folder.mkdir(parents=True, exist_ok=True)
+    source = dict(source or {})
+    key = run_key(data, k, chunk, source, reasons)
+    return PartPlan(folder, k, chunk, data.n_users, data.n_items, key, source, reasons)
+
+
+def write_part(model: Recommender, data: BasketData, plan: PartPlan, p: int) -> PartInfo:
+    """Score and write part ``p`` of ``plan`` (whatever is there), under a temporary name renamed
+    into place when complete; the run key goes into its Parquet footer."""
+    users = np.asarray(plan.customers(p), dtype=np.int64)
+    tables = iter_recommendations(model, data, plan.k, users, chunk=max(len(users), 1), reasons=plan.reasons)
+    path = part_path(plan.folder, p)
+    rows = write_table_stream(path, tables, plan.schema, metadata={RUN_KEY_FIELD: plan.key})
+    return PartInfo(path.name, rows, len(users), p * plan.chunk)
+
+
+def start_parts(plan: PartPlan, shard: Shard = Shard()) -> list[PartInfo | None]:
+    """Before ``shard`` writes its parts: clear what a killed or another run left (see
+    :func:`_clear_stale`); returns each of the shard's parts, complete (kept) or None (to write)."""
+    mine = shard.parts(plan.n_parts)
+    _clear_stale(plan, shard, mine)
+    return [plan.complete(p) for p in mine]
+
+
+def finish_parts(plan: PartPlan, shard: Shard, infos: list[PartInfo]) -> Path | None:
+    """After ``shard`` wrote all its parts (``infos``): its manifest, then ``_manifest.json``
+    once every shard is complete. Returns that path, None while a shard is missing."""
+    record = {
+        "format": MANIFEST_FORMAT,
+        "run_key": plan.key,
+        "k": min(plan.k, plan.n_items),
+        "columns": plan.schema.names,
+        "chunk": plan.chunk,
+        "source": plan.source,
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    }
+    if shard.count == 1:
+        write_json(plan.folder / MANIFEST, _manifest(record, plan.n_users, infos, shard_count=1))
+        return plan.folder / MANIFEST
+    shard_record = {**record, "shard": str(shard), "customers": sum(i.customers for i in infos),
+                    "parts": [asdict(i) for i in infos]}  # fmt: skip
+    write_json(plan.folder / _shard_manifest_name(shard), shard_record)
+    return _merge_shard_manifests(plan.folder, plan.key, shard.count, plan.n_users, record)
+
+
+def remove_temporaries(plan: PartPlan, parts: Iterable[int]) -> None:
+    """Delete the temporary files of ``parts`` that killed writers left (none may be writing)."""
+    for p in parts:
+        for tmp in plan.folder.glob(f".{part_path(plan.folder, p).name}.*.tmp"):
+            tmp.unlink(missing_ok=True)
+
+
 def write_recommendation_parts(
     model: Recommender,
     data: BasketData,
@@ -247,50 +363,16 @@ def write_recommendation_parts(
     ``source`` describes the model (e.g. checkpoint path and sha256): it goes into the run key
     and the manifest.
     """
-    folder = Path(folder)
-    if folder.exists() and not folder.is_dir():
-        raise UserError(f"{folder} is a file; a partitioned output needs a folder (or name a .parquet/.csv file).")
-    if chunk < 1:
-        raise UserError(f"--chunk {chunk}: must be at least 1 customer per part.")
-    folder.mkdir(parents=True, exist_ok=True)
-    source = dict(source or {})
-    key = run_key(data, k, chunk, source, reasons)
-    schema = SCHEMA_WITH_REASONS if reasons else SCHEMA
-    n_parts = -(-data.n_users // chunk)
-    mine = shard.parts(n_parts)
-    _clear_stale(folder, key, shard, mine, n_parts)
-
+    plan = plan_parts(data, k, folder, chunk=chunk, source=source, reasons=reasons)
     infos: list[PartInfo] = []
     written = 0
-    for p in mine:
-        path = part_path(folder, p)
-        lo, hi = p * chunk, min((p + 1) * chunk, data.n_users)
-        rows = _complete_rows(path, key)
-        if rows is None:
-            users = np.arange(lo, hi, dtype=np.int64)
-            tables = iter_recommendations(model, data, k, users, chunk=hi - lo, reasons=reasons)
-            rows = write_table_stream(path, tables, schema, metadata={RUN_KEY_FIELD: key})
+    for p, done in zip(shard.parts(plan.n_parts), start_parts(plan, shard)):
+        if done is None:
+            done = write_part(model, data, plan, p)
             written += 1
-        infos.append(PartInfo(path.name, rows, hi - lo, lo))
-
-    record = {
-        "format": MANIFEST_FORMAT,
-        "run_key": key,
-        "k": min(k, data.n_items),
-        "columns": schema.names,
-        "chunk": chunk,
-        "source": source,
-        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-    }
-    if shard.count == 1:
-        write_json(folder / MANIFEST, _manifest(record, data.n_users, infos, shard_count=1))
-        manifest: Path | None = folder / MANIFEST
-    else:
-        shard_record = {**record, "shard": str(shard), "customers": sum(i.customers for i in infos),
-                        "parts": [asdict(i) for i in infos]}  # fmt: skip
-        write_json(folder / _shard_manifest_name(shard), shard_record)
-        manifest = _merge_shard_manifests(folder, key, shard.count, data.n_users, record)
-    return PartsWritten(folder, shard, infos, written, len(infos) - written, manifest)
+        infos.append(done)
+    manifest = finish_parts(plan, shard, infos)
+    return PartsWritten(plan.folder, shard, infos, written, len(infos) - written, manifest)
 
 
 def read_manifest(folder: str | Path) -> dict[str, Any]:
@@ -331,26 +413,24 @@ def _complete_rows(path: Path, key: str) -> int | None:
     return int(meta.num_rows)
 
 
-def _clear_stale(folder: Path, key: str, shard: Shard, mine: range, n_parts: int) -> None:
+def _clear_stale(plan: PartPlan, shard: Shard, mine: range) -> None:
     """Before writing: drop a manifest of another run and this shard's own manifest (rewritten
     at the end), temporary files of this shard's parts left by a killed run, and (last shard)
     parts past the end left by a run with more customers or a smaller chunk."""
-    manifest = folder / MANIFEST
+    manifest = plan.folder / MANIFEST
     if manifest.is_file():
         try:
-            stale = json.loads(manifest.read_text()).get("run_key") != key
+            stale = json.loads(manifest.read_text()).get("run_key") != plan.key
         except (OSError, ValueError):
             stale = True
         if stale:
             manifest.unlink(missing_ok=True)
-    (folder / _shard_manifest_name(shard)).unlink(missing_ok=True)
-    for p in mine:
-        for tmp in folder.glob(f".{part_path(folder, p).name}.*.tmp"):
-            tmp.unlink(missing_ok=True)
+    (plan.folder / _shard_manifest_name(shard)).unlink(missing_ok=True)
+    remove_temporaries(plan, mine)
     if shard.index == shard.count - 1:
-        for path in folder.glob("part-*.parquet"):
+        for path in plan.folder.glob("part-*.parquet"):
             index = part_index(path)
-            if index is not None and index >= n_parts:
+            if index is not None and index >= plan.n_parts:
                 path.unlink(missing_ok=True)
 
 

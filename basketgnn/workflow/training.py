@@ -138,3 +138,21 @@ def load_trained(path: str | Path, device: str | None = None, *, model_only: boo
         raise UserError(
             f"{path}: its fusion section cannot be read ({type(e).__name__}: {e}); train it again."
         ) from None
+
+
+def load_trained_with_data(
+    checkpoint: str | Path, data: str | Path | None = None, device: str | None = None, *,
+    model_only: bool = False,
+) -> tuple[Any, BasketData, Path, int]:  # fmt: skip
+    """:func:`load_trained` and the data to score with it: ``data`` (default: the data the
+    checkpoint records) aligned to its catalogue. Returns (recommender, data, the data's path,
+    basket entries dropped as items the checkpoint does not know)."""
+    from basketgnn.data.ingest import load_data
+
+    recommender = load_trained(checkpoint, device, model_only=model_only)
+    if data is None:
+        if "data" not in recommender.checkpoint:
+            raise UserError(f"{checkpoint} does not record its data; pass --data.")
+        data = recommender.checkpoint["data"]
+    dataset, dropped = load_data(Path(data)).aligned_to(recommender.item_ids)
+    return recommender, dataset, Path(data), dropped
