@@ -4,7 +4,8 @@ mid-part, restarted and its part retried; the command line, connecting to a clus
 its own; and the user errors (Ray missing, --ray with one file or a shard), which need no Ray.
 
 An untrained fused checkpoint (tests/support/cli.py) of 60 customers, parts of 13: 5 parts.
-About 30 s on 2 cores, mostly Ray starting worker processes that import torch."""
+About 1 minute on 2 cores, mostly Ray starting worker processes that import torch (an actor's
+first part) and the two commands' own processes; the defaults' two actors run in `on_ray`."""
 
 from __future__ import annotations
 
@@ -74,7 +75,10 @@ def on_ray(ray_local, checkpoint, tmp_path_factory):
 
     ckpt, data_path, data = checkpoint
     out = tmp_path_factory.mktemp("ray") / "recs"
-    done = write_recommendation_parts_on_ray(CheckpointLoader(str(ckpt), str(data_path)), plan(data, out))
+    started = []
+    done = write_recommendation_parts_on_ray(CheckpointLoader(str(ckpt), str(data_path)), plan(data, out),
+                                             on_start=lambda parts, actors: started.append((parts, actors)))  # fmt: skip
+    assert started == [(N_PARTS, 2)]  # the defaults: one actor per CPU of the cluster
     return out, done
 
 
@@ -126,7 +130,7 @@ def test_a_rerun_keeps_the_complete_parts_and_writes_the_missing_one(on_ray, che
 @dataclass(frozen=True)
 class DiesOnItsFirstPart:
     """A loader whose actor process exits (os._exit, as a killed process would) while writing
-    its first part, once in the whole run: the first to create ``marker``."""
+    its first part, once in the whole run (the first to create ``marker``); Ray restarts it."""
 
     inner: object
     marker: str
@@ -153,7 +157,7 @@ def test_an_actor_killed_mid_part_is_restarted_and_the_dataset_is_whole(ray_loca
     ckpt, data_path, data = checkpoint
     marker = tmp_path / "died"
     load = DiesOnItsFirstPart(CheckpointLoader(str(ckpt), str(data_path)), str(marker))
-    done = write_recommendation_parts_on_ray(load, plan(data, tmp_path / "recs"), actors=2)
+    done = write_recommendation_parts_on_ray(load, plan(data, tmp_path / "recs"), actors=1)
     assert marker.exists()  # an actor died
     assert done.written == N_PARTS
     assert files(tmp_path / "recs") == files(one_process)  # no temporary left, every part whole
@@ -166,7 +170,8 @@ def test_an_actor_that_cannot_load_stops_with_one_message(ray_local, checkpoint,
     ckpt, _, data = checkpoint
     other, _ = make_checkpoint(tmp_path, n_customers=30)  # another data set beside the checkpoint
     with pytest.raises(UserError, match="^the data loaded here differs from the data the run"):
-        write_recommendation_parts_on_ray(CheckpointLoader(str(ckpt), str(tmp_path / "data")), plan(data, tmp_path / "recs"))
+        write_recommendation_parts_on_ray(CheckpointLoader(str(ckpt), str(tmp_path / "data")), plan(data, tmp_path / "recs"),
+                                          actors=1)  # fmt: skip
     assert not list((tmp_path / "recs").glob("part-*"))
 
 
@@ -180,10 +185,10 @@ def test_recommend_ray_connects_to_a_cluster(ray_local, checkpoint, cli_one_proc
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
     done = subprocess.run([sys.executable, "-m", "basketgnn", "recommend", "--checkpoint", str(ckpt),
                            "--out", str(tmp_path / "recs"), "--k", str(K), "--chunk", str(CHUNK),
-                           "--ray", address, "--ray-actors", "2"],
+                           "--ray", address, "--ray-actors", "1"],
                           capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "scoring 5 part(s)" in done.stdout and "on 2 Ray actor(s), 1 CPU(s) each" in done.stdout
+    assert "scoring 5 part(s)" in done.stdout and "on 1 Ray actor(s), 1 CPU(s) each" in done.stdout
     assert f"({N_PARTS} written, 0 already complete), {K * 60:,} rows for 60 customers" in done.stdout
     assert files(tmp_path / "recs") == files(cli_one_process)
     assert manifest(tmp_path / "recs") == manifest(cli_one_process)
