@@ -164,6 +164,8 @@ def recommend(
     one_file = out.name.endswith((".parquet", ".csv"))
     where = Shard.parse(shard) if shard is not None else Shard.from_env(os.environ)
     _refuse_bad_out(out, one_file, where)
+    if ray is None and ray_actors is not None:
+        raise UserError("--ray-actors is the number of Ray actors of --ray; add --ray [ADDRESS].")
     if ray is not None:
         _refuse_bad_ray(out, one_file, where)
         _recommend_on_ray(checkpoint, out, data, k, device, chunk, threads or 1, reasons, ray, ray_actors)
@@ -216,7 +218,10 @@ def _recommend_on_ray(
     load = CheckpointLoader(str(checkpoint.resolve()), str(data_path.resolve()), device, threads)
 
     def started(parts: int, n_actors: int) -> None:
-        console.print(f"scoring {parts} part(s) of {out} on {n_actors} Ray actor(s), {threads} CPU(s) each")
+        if parts:
+            console.print(f"scoring {parts} part(s) of {out} on {n_actors} Ray actor(s), {threads} CPU(s) each")
+        else:
+            console.print(f"every part of {out} is already complete")
 
     with ray_cluster(address):
         done = write_recommendation_parts_on_ray(load, plan, actors=actors, cpus_per_actor=threads, on_start=started)

@@ -1,7 +1,8 @@
 """`recommend --ray` (basketgnn/workflow/ray_scoring.py) on a local Ray cluster of 2 CPUs: the
 files one process writes, byte for byte; a rerun that keeps the complete parts; an actor killed
-mid-part, restarted and its part retried; the command line, connecting to a cluster and starting
-its own; and the user errors (Ray missing, --ray with one file or a shard), which need no Ray.
+mid-part, restarted and its part retried; an actor that cannot load; the command line,
+connecting to a cluster and starting its own; and the user errors (Ray missing, --ray with one
+file or a shard, --ray-actors without --ray), which need no Ray.
 
 An untrained fused checkpoint (tests/support/cli.py) of 60 customers, parts of 13: 5 parts.
 About 1 minute on 2 cores, mostly Ray starting worker processes that import torch (an actor's
@@ -222,9 +223,10 @@ def test_ray_missing_is_one_message_and_exit_2(monkeypatch, capsys, checkpoint, 
     [
         (["--out", "recs.parquet", "--ray"], "--ray writes a partitioned dataset, which needs a folder"),
         (["--out", "recs", "--ray", "--shard", "0/2"], "--ray scores every part itself, not shard 0/2"),
+        (["--out", "recs", "--ray-actors", "2"], "--ray-actors is the number of Ray actors of --ray"),
     ],
 )
-def test_ray_with_one_file_or_a_shard_is_exit_2(monkeypatch, capsys, checkpoint, tmp_path, args, message):
+def test_ray_with_one_file_a_shard_or_actors_alone_is_exit_2(monkeypatch, capsys, checkpoint, tmp_path, args, message):
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     monkeypatch.chdir(tmp_path)
     code, _, err = run(monkeypatch, capsys, "recommend", "--checkpoint", str(checkpoint[0]), *args)
