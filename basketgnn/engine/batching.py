@@ -1,5 +1,6 @@
-"""Batches of the engine: the seeded length-bucketed batch plan of an epoch (one process or a
-slice per DDP rank) and the batched scoring of a set of instances (no gradients).
+"""Batches of the engine: the seeded batch plan of an epoch (length-bucketed by default, or
+the instances in a seeded shuffled order or in their own order; one process or a slice per DDP
+rank) and the batched scoring of a set of instances (no gradients).
 
 Shapes: n instances of a :class:`~basketgnn.models.spec.BatchSource`, I catalogue items.
 """
@@ -59,6 +60,17 @@ def length_batches(
     return batches
 
 
+def ordered_batches(n: int, batch_size: int, rng: np.random.Generator | None) -> list[np.ndarray]:
+    """Indices 0 .. n - 1 in a random order drawn from ``rng`` (in their own order when ``rng``
+    is None) cut into consecutive batches of ``batch_size`` (the last may be short): the
+    batches of a plain ``DataLoader(batch_size, shuffle=rng is not None)``, whatever the lengths.
+
+    Shapes: -> batches of indices into the n instances.
+    """
+    order = rng.permutation(n) if rng is not None else np.arange(n)
+    return [order[i : i + batch_size] for i in range(0, n, batch_size)]
+
+
 @dataclass(frozen=True)
 class BatchPlan:
     """Which batches of an epoch a process runs.
@@ -74,18 +86,33 @@ class BatchPlan:
 
     Example, 2 ranks, plan batches [a b c d] [e f g]: rank 0 runs [a c] then [e g], rank 1
     [b d] then [f].
+
+    ``order`` (the engine's ``batch_order``): bucketed, the plan above; shuffled, the instances
+    in a permutation drawn from (seed, epoch) cut into batches of ``batch_size``
+    (:func:`ordered_batches`; ``work`` must be 0); ordered, the same in the instances' own
+    order, the same batches every epoch. Ranks slice these batches alike.
     """
 
     batch_size: int
     world_size: int = 1
     rank: int = 0
     work: int = 0
+    order: str = "bucketed"
+
+    def __post_init__(self) -> None:
+        if self.order not in ("bucketed", "shuffled", "ordered"):
+            raise ValueError(f"batch order {self.order!r}: bucketed, shuffled or ordered")
+        if self.order != "bucketed" and self.work > 0:
+            raise ValueError(f"a work bound needs length-bucketed batches (batch order {self.order})")
 
     def epoch(
         self, lengths: np.ndarray, seed: int, epoch: int, sizes: np.ndarray | None = None
     ) -> list[np.ndarray]:
         rng = np.random.default_rng([seed, epoch])
-        batches = length_batches(lengths, self.batch_size, rng, sizes, self.work, self.world_size)
+        if self.order == "bucketed":
+            batches = length_batches(lengths, self.batch_size, rng, sizes, self.work, self.world_size)
+        else:
+            batches = ordered_batches(len(lengths), self.batch_size, rng if self.order == "shuffled" else None)
         if self.world_size == 1:
             return batches
         if self.batch_size < self.world_size or len(lengths) < self.world_size:

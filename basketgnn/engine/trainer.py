@@ -3,7 +3,8 @@ crash-safe resume. The model supplies a :class:`basketgnn.models.spec.ModelSpec`
 names a model.
 
 Each epoch: batches of instances with similar history length (little padding) in a seeded
-random order; Adam; ReduceLROnPlateau on the mean training loss, or a cosine schedule
+random order (or, ``batch_order``, the instances shuffled or in their own order, cut into
+batches as a plain DataLoader does); Adam; ReduceLROnPlateau on the mean training loss, or a cosine schedule
 (``lr_schedule``); mean validation NDCG over K in {10, 20, 30, 40} decides the best checkpoint
 and early stopping. After training the best weights are restored. What happens around the epochs (early
 stopping, best.pt, resume.pt, train_log.jsonl) is :mod:`basketgnn.engine.callbacks`; the
@@ -185,7 +186,7 @@ class _Run:
             self.warm = apply_warm_start(self.module, spec, config, read_previous(warm_start, spec), data.item_ids)
         self.optimizer = torch.optim.Adam(self.module.parameters(), lr=config.lr, weight_decay=config.weight_decay)
         self.scheduler = make_scheduler(self.optimizer, config)
-        self.plan = plan or BatchPlan(config.batch_size, ctx.world_size, ctx.rank, config.batch_work)
+        self.plan = plan or BatchPlan(config.batch_size, ctx.world_size, ctx.rank, config.batch_work, config.batch_order)
         if (self.plan.world_size, self.plan.rank) != (ctx.world_size, ctx.rank):
             raise ValueError(f"{self.plan} does not match this process (rank {ctx.rank} of {ctx.world_size})")
         self.loss_fn = spec.loss or _default_loss(data.n_items, config)

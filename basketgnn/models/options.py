@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class TrainOptions(BaseModel):
@@ -21,6 +21,11 @@ class TrainOptions(BaseModel):
         200_000, ge=0,
         description="Beyond the paper: a batch also closes before sizes x longest history passes this (0: no bound).",
     )  # fmt: skip
+    batch_order: Literal["bucketed", "shuffled", "ordered"] = Field(
+        "bucketed",
+        description="bucketed: seeded batches of similar history length; shuffled: a seeded permutation cut into "
+        "batches; ordered: the data's order, the same batches every epoch (the DNNTSP authors' DataLoader).",
+    )
     epochs: int = Field(100, ge=1, description="Maximum number of epochs.")
     patience: int = Field(10, ge=1, description="Stop after this many epochs without a better validation NDCG.")
     min_steps: int = Field(0, ge=0, description="Early stopping never stops a run before this many training steps.")
@@ -34,6 +39,14 @@ class TrainOptions(BaseModel):
     seed: int = Field(0, description="Seed of initialisation and batch order.")
     device: str = Field("cpu", description="torch device, e.g. cpu or cuda.")
     threads: int = Field(0, ge=0, description="torch CPU threads (0 = torch's default).")
+
+    @model_validator(mode="after")
+    def _work_bound_needs_buckets(self) -> TrainOptions:
+        if self.batch_order != "bucketed" and self.batch_work:
+            raise ValueError(
+                f"batch_work bounds length-bucketed batches only; set batch_work: 0 with batch_order: {self.batch_order}"
+            )
+        return self
 
     @field_validator("device")
     @classmethod

@@ -7,6 +7,15 @@ distinct rows of :mod:`basketgnn.graph.cooccurrence`, each standing for ``row_we
 node-timestamps; BatchNorm weights rows by that multiplicity, so its statistics are exactly
 those over all real node-timestamps (never padding).
 
+Padded statistics (the authors' code, an option): their batch tensor is [nodes, T_max, d], T_max
+the batch's longest history, and a timestamp t >= T_u of user u gets the identity as weights (a
+self-loop of weight 1, no other edge); BatchNorm (training mode) takes its statistics over all
+nodes x T_max positions. A node's padded positions therefore all hold one chain of its own,
+``p_0 = x_i``, ``p_l = ReLU(BN(Lin(p_{l-1})))`` (self weight 1: no ``row_scale``), counted
+T_max - T_u times in every layer's statistics; they never reach the node's real outputs (the
+attention mask looks back only and the readout reads the real timestamps). ``pad_x`` /
+``pad_weight`` of :meth:`WeightedGCN.forward` add those rows.
+
 The weights come either as a DGL graph with edge weights, or factored
 (:class:`~basketgnn.graph.cooccurrence.FactoredAdjacency`):
 ``sum_i w(i, j) x_i = scale_j * ((B^T (B x))_j + self_j * x_j)`` with two sparse sums over the
@@ -105,6 +114,23 @@ class WeightedGraphConv(nn.Module):
         agg = weighted_sum(graph, x, self.compiled)  # [rows, in_dim]
         return self.dropout(torch.relu(self.norm(self.linear(agg), row_weight)))
 
+    def forward_padded(
+        self,
+        graph: dgl.DGLGraph | FactoredAdjacency,
+        x: torch.Tensor,
+        row_weight: torch.Tensor,
+        pad_x: torch.Tensor,
+        pad_weight: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`forward` of the rows, with padded rows ``pad_x`` (self weight 1, no other
+        edge) counted ``pad_weight`` times in BatchNorm's statistics (module docstring).
+
+        Shapes: pad_x [P, in_dim], pad_weight [P] -> ([rows, out_dim], [P, out_dim]).
+        """
+        agg = torch.cat([weighted_sum(graph, x, self.compiled), pad_x])  # [rows + P, in_dim]
+        out = self.dropout(torch.relu(self.norm(self.linear(agg), torch.cat([row_weight.to(agg.dtype), pad_weight.to(agg.dtype)]))))
+        return out[: len(x)], out[len(x) :]
+
 
 class WeightedGCN(nn.Module):
     """A stack of :class:`WeightedGraphConv` layers (the authors use two, d -> d -> d).
@@ -123,7 +149,15 @@ class WeightedGCN(nn.Module):
         graph: dgl.DGLGraph | FactoredAdjacency,
         x: torch.Tensor,
         row_weight: torch.Tensor | None = None,
+        pad_x: torch.Tensor | None = None,
+        pad_weight: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        """``pad_x`` [P, dim] / ``pad_weight`` [P]: padded rows for BatchNorm's statistics
+        (module docstring; training mode, with ``row_weight``); they are not returned."""
+        padded = pad_x is not None and pad_weight is not None and row_weight is not None and self.training
         for layer in self.layers:
-            x = layer(graph, x, row_weight)
+            if padded:
+                x, pad_x = layer.forward_padded(graph, x, row_weight, pad_x, pad_weight)
+            else:
+                x = layer(graph, x, row_weight)
         return x

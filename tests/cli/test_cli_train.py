@@ -66,3 +66,18 @@ def test_train_warm_started_on_a_sample_then_wrong_model_is_exit_2(monkeypatch, 
                          "--warm-start", str(tmp_path / "day1" / "best.pt"))
     assert code == 2 and "a dnntsp checkpoint, but this run trains din" in err
     assert not (tmp_path / "din" / "best.pt").exists()
+
+
+def test_train_preset_paper_with_set_overrides(monkeypatch, capsys, tmp_path, log_csv):
+    assert run(monkeypatch, capsys, "prepare", str(log_csv), "--out", str(tmp_path / "data"))[0] == 0
+    common = ["--data", str(tmp_path / "data"), "--no-progress", "--out", str(tmp_path / "run")]
+    code, out, err = run(monkeypatch, capsys, "train", *common, "--preset", "paper",
+                         "--set", "epochs=1", "--set", "embed_dim=8", "--set", "threads=1")
+    assert code == 0, err
+    config = torch.load(tmp_path / "run" / "best.pt", weights_only=False)["config"]
+    assert (config["batch_order"], config["lr_patience"], config["batchnorm_padding"]) == ("ordered", 10, True)
+    assert (config["embed_dim"], config["epochs"], config["presence"]) == (8, 1, False)
+    code, _, err = run(monkeypatch, capsys, "train", *common, "--preset", "paper", "--model", "sasrec")
+    assert code == 2 and "--preset: sasrec has no preset 'paper' (choose one of default)" in err
+    code, _, err = run(monkeypatch, capsys, "train", *common, "--set", "epochs")
+    assert code == 2 and "--set 'epochs': write KEY=VALUE" in err

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from basketgnn.data.ingest import read_dnntsp_json
 from basketgnn.data.split import make_split
@@ -109,3 +110,48 @@ def test_default_work_bound_leaves_the_published_batches_unchanged(dnntsp, name)
     config = DNNTSPConfig()
     steps = len(length_batches(np.asarray(split["train"].n_history), config.batch_size, None))
     assert (config.patience + 1) * steps >= config.min_steps, steps
+
+
+@pytest.mark.parametrize("order", ["shuffled", "ordered"])
+def test_shuffled_and_ordered_plans_are_dataloader_batches(order):
+    lengths = np.random.default_rng(0).integers(1, 20, size=203)
+    plan = BatchPlan(batch_size=10, order=order)
+    batches = plan.epoch(lengths, seed=4, epoch=2)
+    assert [len(b) for b in batches] == [10] * 20 + [3]
+    flat = np.concatenate(batches)
+    assert sorted(flat.tolist()) == list(range(203))  # every instance once
+    assert [b.tolist() for b in plan.epoch(lengths, seed=4, epoch=2)] == [b.tolist() for b in batches]
+    bucketed = BatchPlan(batch_size=10).epoch(lengths, seed=4, epoch=2)
+    assert [b.tolist() for b in bucketed] != [b.tolist() for b in batches]
+    if order == "ordered":  # the data's order, every epoch, whatever the seed
+        assert flat.tolist() == list(range(203))
+        assert np.array_equal(np.concatenate(plan.epoch(lengths, seed=9, epoch=7)), flat)
+    else:  # a permutation drawn from (seed, epoch)
+        assert np.array_equal(flat, np.random.default_rng([4, 2]).permutation(203))
+        assert not np.array_equal(np.concatenate(plan.epoch(lengths, seed=4, epoch=3)), flat)
+        assert not np.array_equal(np.concatenate(plan.epoch(lengths, seed=5, epoch=2)), flat)
+        # not sorted by length inside a batch: the lengths of a batch are mixed
+        assert any(len(set(lengths[b])) > 3 for b in batches)
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_shuffled_plan_is_sliced_alike_on_every_rank(world):
+    lengths = np.random.default_rng(1).integers(1, 9, size=95)
+    whole = BatchPlan(10, order="shuffled").epoch(lengths, 0, 1)
+    ranks = [BatchPlan(10, world, r, order="shuffled").epoch(lengths, 0, 1) for r in range(world)]
+    assert len({len(r) for r in ranks}) == 1  # the same number of steps on every rank
+    for step in range(len(ranks[0])):
+        together = np.concatenate([ranks[r][step] for r in range(world)])
+        assert sorted(together.tolist()) == sorted(whole[step].tolist())  # one step = one plan batch
+    assert sorted(np.concatenate([np.concatenate(r) for r in ranks]).tolist()) == list(range(95))
+
+
+def test_work_bound_needs_bucketed_batches():
+    with pytest.raises(ValueError, match="work bound needs length-bucketed"):
+        BatchPlan(10, work=100, order="shuffled")
+    with pytest.raises(ValueError, match="bucketed, shuffled or ordered"):
+        BatchPlan(10, order="random")
+    with pytest.raises(ValidationError, match="batch_work bounds length-bucketed batches only"):
+        TrainOptions(batch_order="shuffled")
+    assert TrainOptions().batch_order == "bucketed"
+    assert TrainOptions(batch_order="shuffled", batch_work=0).batch_order == "shuffled"

@@ -10,7 +10,7 @@ import pytest
 from basketgnn.errors import UserError
 from basketgnn.models.dnntsp import DNNTSPConfig
 from basketgnn.recommenders.fused import FusionOptions
-from basketgnn.workflow.config import Settings, config_reference, load_config
+from basketgnn.workflow.config import Settings, config_reference, load_config, settings_from
 
 PROJECT = Path(__file__).resolve().parents[2]
 
@@ -114,3 +114,43 @@ def test_fusion_options_sit_beside_the_model_options(tmp_path):
         load_config(None, neighbour_weight=0.3)
     with pytest.raises(UserError, match=r"foo: unknown key \(valid: .*embed_dim, .*fusion, transitions, neighbour_pool_cap\)"):
         load_config(None, foo=1)
+
+
+def test_paper_preset_is_published_yaml_and_the_constructors_defaults():
+    import inspect
+
+    import yaml
+
+    from basketgnn.models.dnntsp import DNNTSP
+    from basketgnn.workflow.config import PRESETS
+
+    paper = PRESETS["dnntsp"]["paper"]
+    published = yaml.safe_load((PROJECT / "configs" / "published.yaml").read_text())
+    assert published.keys() == paper.keys()  # the same keys, the same values once read
+    assert settings_from(published) == settings_from(paper)
+    assert load_config(None, preset="paper") == load_config(PROJECT / "configs" / "published.yaml")
+    # The architecture: every constructor argument, at the constructor's own default.
+    params = {n: p.default for n, p in inspect.signature(DNNTSP.__init__).parameters.items()
+              if n not in ("self", "num_items")}  # fmt: skip
+    assert {n: paper[n] for n in params} == params
+    # The authors' schedule.
+    cfg = load_config(None, preset="paper").model
+    assert (cfg.lr, cfg.batch_size, cfg.epochs, cfg.weight_decay) == (1e-3, 64, 100, 0.0)
+    assert (cfg.lr_schedule, cfg.lr_patience, cfg.batch_order, cfg.batchnorm_padding) == ("plateau", 10, "ordered", True)
+    assert cfg.patience >= cfg.epochs and cfg.min_steps == 0 and cfg.batch_work == 0
+
+
+def test_preset_under_config_file_and_overrides(tmp_path):
+    from basketgnn.workflow.config import parse_sets
+
+    path = tmp_path / "c.yaml"
+    path.write_text("lr: 0.01\nbatch_order: shuffled\n")
+    cfg = load_config(path, preset="paper", **parse_sets(["seed=3", "epochs=7"])).model
+    assert (cfg.lr, cfg.batch_order, cfg.seed, cfg.epochs, cfg.lr_patience) == (0.01, "shuffled", 3, 7, 10)
+    assert load_config(None, preset="default") == load_config(None)
+    assert parse_sets(["fusion=off", "dropout=0.5", "device=cpu"]) == {"fusion": False, "dropout": 0.5, "device": "cpu"}
+    assert load_config(None, **parse_sets(["fusion=off"])).fusion.fusion == "off"
+    with pytest.raises(UserError, match=r"--preset: sasrec has no preset 'paper' \(choose one of default\)"):
+        load_config(None, model="sasrec", preset="paper")
+    with pytest.raises(UserError, match=r"--set 'seed': write KEY=VALUE"):
+        parse_sets(["seed"])

@@ -92,6 +92,11 @@ class DNNTSPConfig(TrainOptions):
     min_steps: int = Field(
         1000, ge=0, description="Early stopping never stops a run before this many training steps."
     )
+    batchnorm_padding: bool = Field(
+        False,
+        description="The authors' training: the GCN's BatchNorm statistics also count each node's padded "
+        "timestamps up to the batch's longest history (self weight 1, no other edge).",
+    )
 
     @model_validator(mode="after")
     def _heads_divide_embedding(self) -> DNNTSPConfig:
@@ -146,9 +151,13 @@ class DNNTSP(nn.Module):
             membership_steps=membership_steps,
         )
 
+    #: Training only: the GCN's BatchNorm statistics also count padded timestamps as the
+    #: authors' code does (``batchnorm_padding``; :mod:`basketgnn.nn.weighted_gcn`).
+    batchnorm_padding: bool = False
+
     @classmethod
     def from_config(cls, num_items: int, config: DNNTSPConfig) -> DNNTSP:
-        return cls(
+        model = cls(
             num_items,
             embed_dim=config.embed_dim,
             gcn=config.gcn,
@@ -166,6 +175,8 @@ class DNNTSP(nn.Module):
             explore_attention=config.explore_attention,
             membership_steps=config.membership_steps,
         )
+        model.batchnorm_padding = config.batchnorm_padding
+        return model
 
     def init_base_rate(self, n_target_items: int, n_targets: int) -> None:
         """Start the output bias at the log-odds of n_target_items / (n_targets · I), the share
@@ -187,6 +198,12 @@ class DNNTSP(nn.Module):
         if self.gcn is not None:
             graph = batch.adjacency if batch.adjacency is not None else batch.graph
             assert graph is not None
+            if self.batchnorm_padding and self.training:
+                # Each node's padded timestamps, T_max - T_u of them: input E[i] (an absent row's).
+                pad = batch.max_len - batch.node_len  # [M]
+                keep = pad > 0
+                pad_x = self.embedding.weight.index_select(0, batch.node_item[keep])  # [P, d]
+                return self.gcn(graph, x, batch.row_weight, pad_x, pad[keep])
             return self.gcn(graph, x, batch.row_weight)
         # Static embeddings, zero where the item is not in the basket, so the sequence
         # still shows when the item was bought.
