@@ -127,7 +127,7 @@ def summarize(rows: list[dict]) -> str:
     """Markdown table: one row per model, means ± sample std over seeds where there are several."""
     by_model: dict[str, dict] = {}
     for row in rows:  # the latest row per (model, seed); a shortened run is a model of its own
-        label = row["model"] + (f" ({row['epochs']} epochs)" if row.get("epochs") else "")
+        label = row["model"] + (f" (--epochs {row['epochs']})" if row.get("epochs") else "")
         by_model.setdefault(label, {})[row.get("seed")] = row
     order = [DEFAULT_MODEL] + [m for m in by_model if m != DEFAULT_MODEL]
     head = ["model", "runs", *(label for label, _ in SHOWN), "fusion w", "wall s"]

@@ -58,5 +58,5 @@ def test_table_means_and_spread_over_seeds(bench) -> None:
     table = bench.summarize(rows).splitlines()
     assert table[2].startswith("| dnntsp | 2 (seeds 0, 1) | 0.3000 ± 0.1414 | 0.1000 ± 0.0000 |")
     assert "| 0.5, 0.6 | 10, 12 |" in table[2]
-    assert table[3].startswith("| dnntsp (1 epochs) | 1 (seeds 0) | 0.1000 |")
+    assert table[3].startswith("| dnntsp (--epochs 1) | 1 (seeds 0) | 0.1000 |")
     assert table[4].startswith("| tifu-knn | 1 | 0.1000 |") and "| — |" in table[4]
