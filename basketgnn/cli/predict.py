@@ -164,10 +164,8 @@ def recommend(
     one_file = out.name.endswith((".parquet", ".csv"))
     where = Shard.parse(shard) if shard is not None else Shard.from_env(os.environ)
     _refuse_bad_out(out, one_file, where)
-    if ray is None and ray_actors is not None:
-        raise UserError("--ray-actors is the number of Ray actors of --ray; add --ray [ADDRESS].")
-    if ray is not None:
-        _refuse_bad_ray(out, one_file, where)
+    if ray is not None or ray_actors is not None:
+        _refuse_bad_ray(out, one_file, where, ray)
         _recommend_on_ray(checkpoint, out, data, k, device, chunk, threads or 1, reasons, ray, ray_actors)
         return
     t0 = time.perf_counter()
@@ -175,14 +173,16 @@ def recommend(
     rec.with_threads(threads)
     if one_file:
         rows = write_recommendation_file(rec, dataset, k, out, chunk, reasons=reasons)
-        console.print(
-            f"wrote {out}: {rows:,} rows for {dataset.n_users:,} customers ({time.perf_counter() - t0:.1f}s)"
-        )
-        return
+        return console.print(f"wrote {out}: {rows:,} rows for {dataset.n_users:,} customers ({time.perf_counter() - t0:.1f}s)")
     source = {"checkpoint": str(checkpoint), "checkpoint_sha256": file_sha256(checkpoint), "data": str(data_path)}
     done = write_recommendation_parts(
         rec, dataset, k, out, shard=where or Shard(), chunk=chunk, source=source, reasons=reasons
     )
+    _say_parts_written(done, out, t0)
+
+
+def _say_parts_written(done: Any, out: Path, t0: float) -> None:
+    """What a shard of the partitioned dataset wrote, and whether the dataset is complete."""
     names = f"{done.parts[0].file}..{done.parts[-1].file}" if done.parts else "no parts"
     console.print(
         f"wrote {out}: shard {done.shard}, {names} ({done.written} written, {done.skipped} already "
@@ -247,8 +247,11 @@ def fill_ray_address(args: list[str]) -> list[str]:
     return filled
 
 
-def _refuse_bad_ray(out: Path, one_file: bool, where: Any) -> None:
-    """A user error where ``--ray`` cannot do what is asked: one file, or one shard."""
+def _refuse_bad_ray(out: Path, one_file: bool, where: Any, ray: str | None) -> None:
+    """A user error where ``--ray`` cannot do what is asked: actors without --ray, one file, or
+    one shard."""
+    if ray is None:
+        raise UserError("--ray-actors is the number of Ray actors of --ray; add --ray [ADDRESS].")
     if one_file:
         raise UserError(
             f"--out {out}: --ray writes a partitioned dataset, which needs a folder; give --out a "

@@ -47,6 +47,8 @@ The pieces a model supplies:
   reasons given with a recommendation, how much each past basket of the window weighs in the
   vector of each pair (batch row, item) asked for (DNNTSP: its temporal attention and
   readout, for the items of the window). None for a configuration without such weights.
+* ``presets``: optional; named sets of config keys (``basketgnn train --preset NAME``), e.g.
+  DNNTSP's ``paper``: the published model with the authors' training schedule.
 
 Registration (``basketgnn/registry.py``) is one line naming the package, whose ``__init__.py``
 exposes ``SPEC: ModelSpec``; the package is imported only when the model is used.
@@ -55,7 +57,7 @@ exposes ``SPEC: ModelSpec``; the package is imported only when the model is used
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -128,3 +130,5 @@ class ModelSpec:
     item_indexed: Callable[[Any], dict[str, int]] | None = None
     score_sparse: Callable[[nn.Module, Batch], SparseForward | None] | None = None
     attention: Callable[[nn.Module, Batch, torch.Tensor, torch.Tensor], TemporalWeights | None] | None = None
+    #: Named starting points of the model's config keys (``basketgnn train --preset NAME``).
+    presets: dict[str, dict[str, Any]] = field(default_factory=dict)

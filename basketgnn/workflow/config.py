@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from basketgnn import registry
 from basketgnn.errors import UserError
 from basketgnn.models.options import TrainOptions
 from basketgnn.recommenders.fused import FusionOptions
@@ -24,36 +25,12 @@ REMOVED_KEYS = {
 }
 
 
-#: Named starting points of a model's settings (``basketgnn train --preset``), under a config
-#: file and overrides. ``default``: the model's own defaults. DNNTSP's ``paper``: the model and
-#: schedule of the authors' public code (yule-BUAA/DNNTSP at 3876ad3): the DNNTSP constructor's
-#: defaults (no extension), Adam lr 1e-3, 64 users a batch in the data's order (their DataLoader
-#: does not shuffle), all 100 epochs (patience 100 never stops them), ReduceLROnPlateau on the
-#: training loss with torch's defaults (patience 10, factor 0.1), the epoch with the best mean
-#: validation NDCG kept, BatchNorm statistics over padded timestamps as in their batch tensor
-#: (``batchnorm_padding``); configs/published.yaml holds the same keys (tested).
-PRESETS: dict[str, dict[str, dict[str, Any]]] = {
-    "dnntsp": {
-        "paper": {
-            "embed_dim": 32, "gcn": True, "gcn_layers": 2, "attention": True, "heads": 4,
-            "head_merge": "concat", "aggregation": "learned", "gate": "learned", "dropout": 0.0,
-            "presence": False, "repeat_features": False, "user_context": False, "item_prior": False,
-            "explore_attention": False, "membership_steps": 0,
-            "max_history": 0, "train_history_items": 0, "base_rate_init": False, "train_prefixes": False,
-            "loss": "softmargin", "lr": 0.001, "weight_decay": 0.0, "batch_size": 64, "batch_work": 0,
-            "batch_order": "ordered", "epochs": 100, "patience": 100, "min_steps": 0,
-            "lr_schedule": "plateau", "lr_patience": 10, "batchnorm_padding": True, "fusion": "off",
-        },
-    },
-}  # fmt: skip
-
-
 def preset_values(model: str, preset: str) -> dict[str, Any]:
     """The options of ``model``'s ``preset`` ({} for ``default``); a :class:`UserError` naming
     the presets ``model`` has otherwise."""
     if preset == "default":
         return {}
-    presets = PRESETS.get(model, {})
+    presets = registry.get_spec(model).presets if registry.is_neural(model) else {}
     if preset not in presets:
         valid = ", ".join(["default", *presets])
         raise UserError(f"--preset: {model} has no preset {preset!r} (choose one of {valid}).")
@@ -117,7 +94,7 @@ def load_yaml(path: str | Path, what: str, *, allow_empty: bool = False) -> dict
 def load_config(
     path: str | Path | None = None, *, model: str = DEFAULT_MODEL, preset: str = "default", **overrides: Any
 ) -> Settings:
-    """``model``'s settings: defaults, then the ``preset``'s keys (:data:`PRESETS`), then the
+    """``model``'s settings: defaults, then the ``preset``'s keys (its model's ``ModelSpec.presets``), then the
     YAML file's, then non-None ``overrides``.
 
     Unknown keys and bad values are a :class:`UserError` naming the key and the valid ones.

@@ -121,10 +121,9 @@ def test_paper_preset_is_published_yaml_and_the_constructors_defaults():
 
     import yaml
 
-    from basketgnn.models.dnntsp import DNNTSP
-    from basketgnn.workflow.config import PRESETS
+    from basketgnn.models.dnntsp import DNNTSP, PAPER
 
-    paper = PRESETS["dnntsp"]["paper"]
+    paper = PAPER
     published = yaml.safe_load((PROJECT / "configs" / "published.yaml").read_text())
     assert published.keys() == paper.keys()  # the same keys, the same values once read
     assert settings_from(published) == settings_from(paper)

@@ -48,6 +48,25 @@ def _score_sparse(module: DNNTSP, batch: GraphBatch) -> SparseForward | None:
     return SparseForward(out[0], batch.node_user, batch.node_item, out[1])
 
 
+#: ``basketgnn train --preset paper``: the model and schedule of the authors' public code
+#: (yule-BUAA/DNNTSP at 3876ad3): the DNNTSP constructor's defaults (no extension), Adam lr 1e-3,
+#: 64 users a batch in the data's order (their DataLoader does not shuffle), all 100 epochs
+#: (patience 100 never stops them), ReduceLROnPlateau on the training loss with torch's defaults
+#: (patience 10, factor 0.1), the epoch with the best mean validation NDCG kept, BatchNorm
+#: statistics over padded timestamps as in their batch tensor (``batchnorm_padding``), no fusion;
+#: configs/published.yaml holds the same keys (tested).
+PAPER = {
+    "embed_dim": 32, "gcn": True, "gcn_layers": 2, "attention": True, "heads": 4,
+    "head_merge": "concat", "aggregation": "learned", "gate": "learned", "dropout": 0.0,
+    "presence": False, "repeat_features": False, "user_context": False, "item_prior": False,
+    "explore_attention": False, "membership_steps": 0,
+    "max_history": 0, "train_history_items": 0, "base_rate_init": False, "train_prefixes": False,
+    "loss": "softmargin", "lr": 0.001, "weight_decay": 0.0, "batch_size": 64, "batch_work": 0,
+    "batch_order": "ordered", "epochs": 100, "patience": 100, "min_steps": 0,
+    "lr_schedule": "plateau", "lr_patience": 10, "batchnorm_padding": True, "fusion": "off",
+}  # fmt: skip
+
+
 SPEC = ModelSpec(
     name="dnntsp",
     description="DNNTSP (Yu et al., KDD 2020): weighted GCN, temporal attention, gated scorer",
@@ -58,4 +77,5 @@ SPEC = ModelSpec(
     init=_init,
     score_sparse=_score_sparse,
     attention=attention_by_basket,
+    presets={"paper": PAPER},
 )
