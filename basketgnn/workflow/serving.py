@@ -20,7 +20,6 @@ them, which is the top k of the rest.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections.abc import Sequence
@@ -205,38 +204,34 @@ class NextBaskets:
         """Each query's next basket (module docstring), in the queries' order."""
         blocked = self.blocked.current() if self.blocked is not None else frozenset()
         stored, built, answers = [], [], [None] * len(queries)
-        rows: list[int] = []
-        for n, q in enumerate(queries):
-            u = self._require(q.customer_id) if q.customer_id is not None else None
-            if q.history is None and u is not None:
-                stored.append(n)
-                rows.append(u)
-            else:
-                built.append(n)
+        rows = [self._require(q.customer_id) if q.customer_id is not None else None for q in queries]
+        for n, (q, u) in enumerate(zip(queries, rows)):
+            (stored if q.history is None and u is not None else built).append(n)
         if stored:
             assert self.data is not None
-            users = np.asarray(rows, np.int64)
+            users = np.asarray([rows[n] for n in stored], np.int64)
             inst = Instances(users, self.data.n_baskets_per_user[users].astype(np.int64))
             for n, a in zip(stored, self._rank(self.data, inst, [queries[n] for n in stored], [[]] * len(stored), blocked, reasons)):
                 answers[n] = a
         if built:
-            data, warnings = self._histories([queries[n] for n in built])
+            data, warnings = self._histories([queries[n] for n in built], [rows[n] for n in built])
             inst = Instances(np.arange(len(built), dtype=np.int64), data.n_baskets_per_user.astype(np.int64))
             for n, a in zip(built, self._rank(data, inst, [queries[n] for n in built], warnings, blocked, reasons)):
                 answers[n] = a
         return answers  # type: ignore[return-value]
 
-    def _histories(self, queries: Sequence[Query]) -> tuple[BasketData, list[list[str]]]:
-        """One dataset over the catalogue: each query's stored baskets (if any) then its new
-        ones; unknown item ids are dropped and named in the query's warnings."""
+    def _histories(
+        self, queries: Sequence[Query], rows: Sequence[int | None]
+    ) -> tuple[BasketData, list[list[str]]]:
+        """One dataset over the catalogue: each query's stored baskets (``rows``: its customer's
+        row in the data, None for a history alone) then its new ones; unknown item ids are
+        dropped and named in the query's warnings."""
         sequences, warnings = [], []
-        for q in queries:
+        for q, u in zip(queries, rows):
             seq: list[list[int]] = []
-            if q.customer_id is not None:
-                u = self._require(q.customer_id)
+            if u is not None:
                 assert self.data is not None
-                for b in range(int(self.data.user_offsets[u]), int(self.data.user_offsets[u + 1])):
-                    seq.append(self.data.items[self.data.basket_offsets[b] : self.data.basket_offsets[b + 1]].tolist())
+                seq = [b.tolist() for b in self.data.user_baskets(u)]
             unknown: set[str] = set()
             for basket in q.history or []:
                 seq.append([self._item_index[i] for i in basket if i in self._item_index])
@@ -279,9 +274,4 @@ def _unknown_warning(field_name: str, unknown: set[str]) -> str:
     named = ", ".join(sorted(unknown)[:WARN_IDS])
     more = f" and {len(unknown) - WARN_IDS} more" if len(unknown) > WARN_IDS else ""
     return f"{field_name}: {len(unknown)} item id(s) the model does not know were ignored: {named}{more}"
-
-
-def reasons_text(reasons: list[dict[str, Any]]) -> str:
-    """A recommendation's reasons as one JSON text (a column of ``recommend --reasons``)."""
-    return json.dumps(reasons, separators=(",", ":"))
 
