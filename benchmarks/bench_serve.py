@@ -72,7 +72,6 @@ import os
 import random
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -85,9 +84,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from basketgnn.serve.launch import HOST, ServedProcess  # noqa: E402
 from benchmarks.common import PROJECT, RESULTS  # noqa: E402
 
-HOST = "127.0.0.1"
 SCENARIOS = ("customer", "history", "batch")
 #: Not run unless named: the HTTP stack alone (a sync endpoint, on FastAPI's thread pool).
 EXTRA = ("health",)
@@ -474,84 +473,19 @@ async def run_scenario(sc: Scenario, clients: int, port: int, pid: int, args: ar
 
 # --- the server -----------------------------------------------------------------------------
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-def _die_with_parent() -> Callable[[], None] | None:
-    """A preexec_fn asking Linux to SIGTERM the child when this process dies (None elsewhere)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        prctl = libc.prctl
-    except (OSError, AttributeError):
-        return None
-    return lambda: prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
-class Server:
-    """`basketgnn serve` as a subprocess on a free loopback port, its output in ``log``."""
-
-    def __init__(self, args: argparse.Namespace, log: Path, cwd: Path) -> None:
-        self.port = args.port or free_port()
-        self.cmd = [sys.executable, "-m", "basketgnn", "serve", "--checkpoint", str(args.checkpoint),
-                    "--host", HOST, "--port", str(self.port)]  # fmt: skip
-        if args.data is not None:
-            self.cmd += ["--data", str(args.data)]
-        if args.threads is not None:
-            self.cmd += ["--threads", str(args.threads)]
-        if args.workers > 1:
-            self.cmd += ["--workers", str(args.workers)]
-        self.env = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH") or str(PROJECT)}
-        self.log, self.cwd = log, cwd  # not the project root: `-m` puts the cwd before PYTHONPATH
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self, ready_timeout: float) -> tuple[dict[str, Any], float]:
-        """Start it and wait for /ready: (its answer, seconds until then)."""
-        t0 = time.perf_counter()
-        with open(self.log, "wb") as out:  # the child keeps its own handle
-            self.proc = subprocess.Popen(self.cmd, env=self.env, stdout=out, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, cwd=self.cwd,
-                                         preexec_fn=_die_with_parent())  # fmt: skip
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the server exited with code {self.proc.returncode} before it was ready")
-            if time.perf_counter() - t0 > ready_timeout:
-                raise RuntimeError(f"the server was not ready after {ready_timeout:.0f} s")
-            try:
-                with urllib.request.urlopen(f"http://{HOST}:{self.port}/ready", timeout=2) as r:
-                    if r.status == 200:
-                        return json.loads(r.read()), time.perf_counter() - t0
-            except OSError:  # refused (not listening yet), 503 (loading), a timeout
-                pass
-            time.sleep(0.2)
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self) -> int | None:
-        """SIGTERM (uvicorn's graceful shutdown), SIGKILL after STOP_GRACE_S; its exit code."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
-
-    def log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
+def make_server(args: argparse.Namespace, log: Path, cwd: Path) -> ServedProcess:
+    """`basketgnn serve` as a subprocess on a free (or the given) loopback port, its output in
+    ``log``; it serves the package PYTHONPATH names, else this checkout's."""
+    extra = ["--checkpoint", str(args.checkpoint.resolve())]  # the server runs in another cwd
+    if args.data is not None:
+        extra += ["--data", str(args.data.resolve())]
+    if args.threads is not None:
+        extra += ["--threads", str(args.threads)]
+    if args.workers > 1:
+        extra += ["--workers", str(args.workers)]
+    # cwd is not the project root: `-m` puts the cwd before PYTHONPATH
+    return ServedProcess(extra, log, port=args.port, cwd=cwd,
+                         env={"PYTHONPATH": os.environ.get("PYTHONPATH") or str(PROJECT)})  # fmt: skip
 
 
 # --- the run --------------------------------------------------------------------------------
@@ -585,7 +519,7 @@ async def first_request(sc: Scenario, port: int, timeout: float) -> dict[str, An
     return out
 
 
-async def run_all(args: argparse.Namespace, server: Server, pool: Pool, ready: dict[str, Any],
+async def run_all(args: argparse.Namespace, server: ServedProcess, pool: Pool, ready: dict[str, Any],
                   base: dict[str, Any]) -> list[dict[str, Any]]:  # fmt: skip
     records = []
     built: dict[tuple[str, bool], Scenario] = {}
@@ -751,7 +685,7 @@ def main() -> None:
     stop = signal.getsignal(signal.SIGTERM)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the finally below stops the server
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as work:
-        server = Server(args, args.server_log or Path(work) / "server.log", Path(work))
+        server = make_server(args, args.server_log or Path(work) / "server.log", Path(work))
         records: list[dict[str, Any]] = []
         try:
             ready, start_s = server.start(args.ready_timeout)
@@ -789,7 +723,7 @@ def main() -> None:
                 print(f"--- the server's output (last lines of {server.log}):\n{server.log_tail()}", file=sys.stderr)
             raise
         finally:
-            code = server.stop()
+            code = server.stop(STOP_GRACE_S)
             signal.signal(signal.SIGTERM, stop)
         print(f"server stopped (exit code {code})")
     print()

@@ -13,11 +13,8 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -41,42 +38,21 @@ def main() -> None:
         sys.exit("Chromium and chromedriver are needed: apt-get install chromium chromium-driver")
     width, height = (int(n) for n in args.size.lower().split("x"))
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT), os.environ.get("PYTHONPATH")])),
-    }
-    with tempfile.TemporaryFile() as log:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "basketgnn", "serve", "--checkpoint", str(args.checkpoint), "--port", str(port)],
-            stdout=log, stderr=subprocess.STDOUT, env=env,
-        )  # fmt: skip
+    sys.path.insert(0, str(PROJECT))
+    from basketgnn.serve.launch import ServedProcess
+
+    with tempfile.TemporaryDirectory() as work:
+        server = ServedProcess(["--checkpoint", str(args.checkpoint)], Path(work) / "server.log",
+                               env={"PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT), os.environ.get("PYTHONPATH")]))})  # fmt: skip
         try:
-            url = f"http://127.0.0.1:{port}"
-            if not _ready(server, url):
-                log.seek(0)
-                sys.exit(f"basketgnn serve did not start:\n{log.read().decode(errors='replace')}")
-            _screenshot(url, browser, driver_path, args.customer, args.k, width, height, args.out)
+            try:
+                server.start()
+            except RuntimeError as e:
+                sys.exit(f"basketgnn serve did not start: {e}")
+            _screenshot(server.url, browser, driver_path, args.customer, args.k, width, height, args.out)
         finally:
-            server.terminate()
-            server.wait(timeout=10)
+            server.stop(10)
     print(f"wrote {args.out} ({width}x{height}, customer {args.customer}, k={args.k})")
-
-
-def _ready(server: subprocess.Popen, url: str, timeout: float = 120) -> bool:
-    import httpx
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and server.poll() is None:
-        try:
-            if httpx.get(f"{url}/ready", timeout=2).status_code == 200:
-                return True
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    return False
 
 
 def _screenshot(
