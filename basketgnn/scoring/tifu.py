@@ -214,6 +214,7 @@ class NeighbourIndex:
         self._rows_t.sort_indices()
         order = np.argsort(self.users, kind="stable")
         self._by_user, self._sorted_users = order, self.users[order]
+        self._common: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     def nearest(self, query: np.ndarray, query_users: np.ndarray, k: int) -> np.ndarray:
         """The k nearest training rows of each query, nearest first, ties at equal distance to
@@ -245,19 +246,48 @@ class NeighbourIndex:
         return out
 
     def kept_scores(
-        self, own: SparseRows, query_users: np.ndarray, k: int, alphas: Sequence[float], top: int
+        self, own: SparseRows, query_users: np.ndarray, k: int, alphas: Sequence[float], top: int,
+        exact_sums: bool = True,
     ) -> dict[float, SparseScores]:
         """Each query's TIFU score for each α, its ``top`` largest positive entries divided by
         its largest one: ``SparseScores.top_scaled(combine(own, mean(nearest(own)), α))``
-        with the same bits, computed customer by customer (``scoring.tifu_kernel``; float64
-        index only).
+        computed customer by customer (``scoring.tifu_kernel``; float64 index only). With
+        ``exact_sums`` the same bits; else each neighbour mean starts from the sum of
+        :meth:`common_rows` (the same neighbours, the mean equal up to float64 rounding, far
+        fewer pool entries read when most queries share most neighbours).
 
         Shapes: own SparseRows [n, I], query_users [n] -> {α: SparseScores of n rows}.
         """
+        base = self._no_base if exact_sums else self.common_rows(int(k))
         offsets, items, values = tifu_kept_scores(
-            *self._kernel_inputs(own, query_users), int(k), np.asarray(alphas, dtype=np.float64), int(top), own.n_cols
-        )
+            *self._kernel_inputs(own, query_users), int(k), np.asarray(alphas, dtype=np.float64), int(top),
+            own.n_cols, base,
+        )  # fmt: skip
         return {alpha: SparseScores.from_buffers(offsets[a], items[a], values[a]) for a, alpha in enumerate(alphas)}
+
+    @property
+    def _no_base(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64)
+
+    def common_rows(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The k pool rows found most often among the pool's own customers' k nearest (ties
+        to the lower row), ascending, with their sum and how many of them hold each item: a
+        base most queries' neighbour sets differ from in few rows. Computed once per k.
+
+        Shapes: -> (rows [min(k, P)] int64, sum [I] float64, count [I] int64)."""
+        if k not in self._common:
+            rows = self.vectors
+            nearest = self.kernel_neighbours(rows, self.users, k)
+            often = np.bincount(nearest[nearest >= 0], minlength=rows.n_rows)
+            base = np.sort(np.argsort(-often, kind="stable")[: min(k, rows.n_rows)])
+            sub = sp.csr_matrix((rows.values, rows.indices, rows.indptr), shape=(rows.n_rows, rows.n_cols))[base]
+            total = np.zeros(rows.n_cols)
+            for p in range(len(base)):  # in ascending row order
+                lo, hi = sub.indptr[p], sub.indptr[p + 1]
+                total[sub.indices[lo:hi]] += sub.data[lo:hi]
+            count = np.bincount(sub.indices, minlength=rows.n_cols).astype(np.int64)
+            self._common[k] = (base.astype(np.int64), total, count)
+        return self._common[k]
 
     def kernel_neighbours(self, own: SparseRows, query_users: np.ndarray, k: int) -> np.ndarray:
         """The neighbours :meth:`kept_scores` averages for each query, ascending pool rows, -1
