@@ -77,6 +77,9 @@ TUNE_KS: tuple[int, ...] = (10, 20)
 _CHUNK_ELEMENTS = 1 << 18
 
 
+#: Pool rows searched to find the rows most queries share (:meth:`NeighbourIndex.common_rows`).
+COMMON_QUERIES = 2048
+
 #: Default size of the neighbour pool (:func:`capped_pool`): searches are exact up to 20,000
 #: training customers (as on DC, TaFeng and the realistic export, whose published numbers they
 #: reproduce) and cost O(n · 20,000) beyond, not O(n · N). None = every training customer.
@@ -270,17 +273,21 @@ class NeighbourIndex:
         return np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64)
 
     def common_rows(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The k pool rows found most often among the pool's own customers' k nearest (ties
-        to the lower row), ascending, with their sum and how many of them hold each item: a
-        base most queries' neighbour sets differ from in few rows. Computed once per k.
+        """The k pool rows found most often among the pool's own customers' k nearest (at
+        most :data:`COMMON_QUERIES` of them, evenly spaced; ties to the lower row), ascending,
+        with their sum and how many of them hold each item: a base most queries' neighbour sets
+        differ from in few rows. Computed once per k.
 
         Shapes: -> (rows [min(k, P)] int64, sum [I] float64, count [I] int64)."""
         if k not in self._common:
             rows = self.vectors
-            nearest = self.kernel_neighbours(rows, self.users, k)
+            ask = np.arange(0, rows.n_rows, max(1, -(-rows.n_rows // COMMON_QUERIES)))
+            sub = self._rows[ask]
+            queries = SparseRows(sub.indptr.astype(np.int64), sub.indices.astype(np.int64), sub.data, rows.n_cols)
+            nearest = self.kernel_neighbours(queries, self.users[ask], k)
             often = np.bincount(nearest[nearest >= 0], minlength=rows.n_rows)
             base = np.sort(np.argsort(-often, kind="stable")[: min(k, rows.n_rows)])
-            sub = sp.csr_matrix((rows.values, rows.indices, rows.indptr), shape=(rows.n_rows, rows.n_cols))[base]
+            sub = self._rows[base]
             total = np.zeros(rows.n_cols)
             for p in range(len(base)):  # in ascending row order
                 lo, hi = sub.indptr[p], sub.indptr[p + 1]

@@ -15,6 +15,7 @@ from basketgnn.scoring.fusion import TifuScorer
 from basketgnn.scoring.sparse import SparseScores
 from basketgnn.scoring.tifu import (
     NeighbourIndex,
+    SparseRows,
     TifuParams,
     combine,
     customer_codes,
@@ -185,13 +186,22 @@ def test_common_rows_give_the_exact_sums_kept_scores(n_items, max_basket, max_ba
         np.testing.assert_allclose(got[a].values, want[a].values, rtol=1e-12, atol=0)
 
 
-def test_common_rows_are_the_most_frequent_neighbours_with_their_sum():
+@pytest.mark.parametrize("queries", [2048, 16])
+def test_common_rows_are_the_most_frequent_neighbours_with_their_sum(monkeypatch, queries):
+    """The pool's rows found most often among the k nearest of its own rows (of every 4th
+    row when at most 16 are searched), with their sum and per-item counts."""
+    import basketgnn.scoring.tifu as tifu_module
+
+    monkeypatch.setattr(tifu_module, "COMMON_QUERIES", queries)
     data = long_data(3, 80, 300, 60, 20)
     train = instances(data, np.arange(60), back=1)
     index = NeighbourIndex(pool_vectors(data, train, 2, 0.9, 0.7), train.users)
     k = 15
     rows, total, count = index.common_rows(k)
-    nearest = index.kernel_neighbours(index.vectors, index.users, k)
+    ask = np.arange(60) if queries > 60 else np.arange(0, 60, 4)
+    sub = index.vectors.dense(ask)
+    asked = SparseRows(*(np.asarray(a) for a in (np.r_[0, np.cumsum((sub > 0).sum(1))], np.nonzero(sub)[1], sub[sub > 0])), 300)
+    nearest = index.kernel_neighbours(asked, index.users[ask], k)
     often = np.bincount(nearest[nearest >= 0], minlength=index.vectors.n_rows)
     assert len(rows) == k and np.all(np.diff(rows) > 0)
     assert often[rows].min() >= np.delete(often, rows).max()  # no row outside is found more often
