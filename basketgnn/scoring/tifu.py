@@ -30,7 +30,10 @@ item, resp. pool row), whatever the chunk. Chunks are sized so that no dense blo
 elements (it stays in cache); nothing of size [P, I] is ever dense. TIFU-KNN's dense scores use this
 batch code; tuning (:meth:`NeighbourIndex.ranked`) and the fusion's
 scores (:meth:`NeighbourIndex.kept_scores`) get the same bits customer by customer from compiled
-kernels (:mod:`basketgnn.scoring.tifu_kernel`).
+kernels (:mod:`basketgnn.scoring.tifu_kernel`). Scoring may instead start each neighbour mean
+from the sum of the pool rows most queries share (:meth:`NeighbourIndex.common_rows`): the same
+neighbours and kept items, the means equal up to float64 rounding, a fraction of the entries
+read when the neighbour sets overlap.
 
 **Tuning** (:func:`tune_tifu`): a two-stage grid search maximising the mean of NDCG@10 and
 NDCG@20 on validation targets: first (m, r_b, r_g) with the starting k and α, then (k, α) with
