@@ -16,11 +16,19 @@ bought at t_1 < .. < t_P) and its user's history length L, per head h:
 which is the tensor path's formula (``forward_aggregated``'s docstring) restricted to the real
 positions t < L, where the tensor path's readout weights are non-zero. Exact up to float
 rounding (sums in another order, float64 accumulators, libm's exp): the tests compare it with
-the tensor path and with attention over the expanded [T, d] sequences.
+the tensor path, with attention over the expanded [T, d] sequences and with the softmax at
+every t.
 
-Work per node is heads * L * (visible keys) plus D^2 dot products, all in registers and small
-scratch arrays reused across nodes, with no [M, heads, D, T] tensors to pass over. The helpers
-are inlined (``inline="always"``), so the loops compile as one function.
+The softmax needs no exponential per t: with e[c, y] = exp(s[c, y] − max_y' s[c, y']) taken
+once per query column and key, A[y, t] = n_t^[y=0] e[c_t, y] / Σ_y' n_t^[y'=0] e[c_t, y'] (the
+log n_t of the logits as a factor). A present column queries once; the absent column's norms
+and readout terms at each t come from prefix sums over its keys (:func:`_closed_key_sums`,
+:func:`_once_closed` for nodes bought once). Work per node is heads * (D^2 + L) multiply-adds
+plus D^2 dot products and about heads * D^2 / 2 exponentials, all in registers and small scratch
+arrays reused across nodes, with no [M, heads, D, T] tensors to pass over. The softmax at
+every t (heads * L * visible keys exponentials, :func:`_key_sums`) stays as the reference and
+for nodes whose scores spread wider than a shifted exponential can hold. The helpers are
+inlined (``inline="always"``), so the loops compile as one function.
 
 Shapes: R rows, M nodes, P_b present rows in the batch, H heads.
 """
@@ -115,19 +123,112 @@ def _bought_once(
                 out[h * d_head + i] = z
 
 
+@numba.njit(**_JIT, inline="always")
+def _two_keys(hw, col, n, heads, has_w, inv):  # pragma: no cover - jit
+    """a_t of a query over the absent key (n timestamps) and one purchase: per head the
+    weights (n e_a, e_b) / (n e_a + e_b), e_a = hw[h, col], e_b = hw[h, col + 1], times the
+    keys' readout weights hw[h, 4], hw[h, 5], summed over the heads (1 for the "last"
+    readout); each head's reciprocal norm into ``inv``."""
+    at = 0.0
+    for h in range(heads):
+        inv[h] = 1.0 / (n * hw[h, col] + hw[h, col + 1])
+        at += (n * hw[h, col] * hw[h, 4] + hw[h, col + 1] * hw[h, 5]) * inv[h]
+    return at if has_w else 1.0
+
+
+@numba.njit(**_JIT)
+def _once_closed(
+    qkv, r0, r1, p, L, w_agg, has_w, heads, d_head, mean_heads, scale, hw, inv, out
+):  # pragma: no cover - jit
+    """:func:`attention_readout` of a node with one purchase (at p < L; keys: absent row r0,
+    present row r1) in closed form (:func:`_closed_key_sums` for D = 2): t < p sees the absent
+    key alone; t = p queries with r1 over n = p absent timestamps and the purchase; each t > p
+    queries with r0 over n = t and the purchase, weights (t e00, e01) / (t e00 + e01), e the
+    exponentials shifted by the query's larger score (one exp per query and head).
+
+    Shapes: hw [heads, 8], inv [heads] scratch; out [d_out] (the node's row)."""
+    HD = heads * d_head
+    for h in range(heads):
+        q0, k0, v0 = h * d_head, HD + h * d_head, 2 * HD + h * d_head
+        w0 = 0 if mean_heads else h * d_head
+        s00 = s01 = s10 = s11 = vw0 = vw1 = 0.0
+        for i in range(d_head):  # six independent sums, each over i in order
+            qa, qb, ka, kb = qkv[r0, q0 + i], qkv[r1, q0 + i], qkv[r0, k0 + i], qkv[r1, k0 + i]
+            s00 += qa * ka
+            s01 += qa * kb
+            s10 += qb * ka
+            s11 += qb * kb
+            if has_w:
+                vw0 += qkv[r0, v0 + i] * w_agg[w0 + i]
+                vw1 += qkv[r1, v0 + i] * w_agg[w0 + i]
+        if mean_heads:
+            vw0, vw1 = vw0 / heads, vw1 / heads
+        s00, s01, s10, s11 = s00 * scale, s01 * scale, s10 * scale, s11 * scale
+        # exp(score − the query's larger score): the larger one's is exp(0) = 1
+        hw[h, 0], hw[h, 1] = (1.0, math.exp(s01 - s00)) if s00 >= s01 else (math.exp(s00 - s01), 1.0)
+        hw[h, 2], hw[h, 3] = (1.0, math.exp(s11 - s10)) if s10 >= s11 else (math.exp(s10 - s11), 1.0)
+        hw[h, 4], hw[h, 5] = vw0, vw1
+        hw[h, 6] = hw[h, 7] = 0.0  # the keys' sums of weight · a_t
+    last = L - 1
+    if has_w:  # t < p: the absent key alone, a_t = Σ_h vw0
+        at = 0.0
+        for h in range(heads):
+            at += hw[h, 4]
+        for t in range(min(p, L)):
+            for h in range(heads):
+                hw[h, 6] += at
+    if p < L and (has_w or p == last):  # t = p
+        at = 0.0
+        if p == 0:  # the purchase alone
+            for h in range(heads):
+                at += hw[h, 5]
+            at = at if has_w else 1.0
+            for h in range(heads):
+                hw[h, 7] += at
+        else:
+            at = _two_keys(hw, 2, p, heads, has_w, inv)
+            for h in range(heads):
+                r = at * inv[h]
+                hw[h, 6] += p * hw[h, 2] * r
+                hw[h, 7] += hw[h, 3] * r
+    for h in range(heads):  # Σ over t > p of t · a_t / norm_t and of a_t / norm_t
+        hw[h, 2] = hw[h, 3] = 0.0
+    for t in range(p + 1 if has_w else max(p + 1, last), L):
+        at = _two_keys(hw, 0, t, heads, has_w, inv)
+        for h in range(heads):
+            r = at * inv[h]
+            hw[h, 2] += t * r
+            hw[h, 3] += r
+    for k in range(out.shape[0]):
+        out[k] = 0.0
+    for h in range(heads):
+        v0 = 2 * HD + h * d_head
+        c0 = hw[h, 6] + hw[h, 0] * hw[h, 2]
+        c1 = hw[h, 7] + hw[h, 1] * hw[h, 3]
+        for i in range(d_head):
+            z = c0 * qkv[r0, v0 + i] + c1 * qkv[r1, v0 + i]
+            if mean_heads:
+                out[i] += z / heads
+            else:
+                out[h * d_head + i] = z
+
+
 @numba.njit(**_JIT)
 def attention_readout(
     qkv, absent_row, node_offsets, node_rows, node_times, lengths, w_agg, heads, d_head, mean_heads, out,
-    once_path=True,
+    once_path=True, closed_form=True,
 ):  # pragma: no cover - jit
     """Each node's aggregated attention output into ``out`` (see the module docstring).
 
     Shapes: qkv [R, 3 H d_head] (q, k, v blocks, head-major within each); absent_row [M];
     node_offsets [M + 1] into node_rows, node_times [P_b] (each node's present rows in time
     order); lengths [M]; w_agg [H d_head] (concat) or [d_head] (mean), or empty for the "last"
-    readout; out [M, H d_head] (concat) or [M, d_head] (mean), overwritten. ``once_path``:
-    nodes bought once go through :func:`_bought_once` (the same bits; False: the general loop,
-    for the tests).
+    readout; out [M, H d_head] (concat) or [M, d_head] (mean), overwritten. ``closed_form``
+    (default): each node's key sums from its exponentials taken once
+    (:func:`_closed_key_sums`, :func:`_once_closed` for nodes bought once; equal up to float
+    rounding); False: the softmax at every t
+    (:func:`_key_sums`), where ``once_path`` sends nodes bought once through
+    :func:`_bought_once` (the same bits as the general loop; False: the general loop).
     """
     M = absent_row.shape[0]
     has_w = w_agg.shape[0] > 0
@@ -141,7 +242,11 @@ def attention_readout(
     vw = np.zeros((heads, max_d), np.float64)
     w = np.zeros((heads, max_d), np.float64)  # attention weights at the current t
     cs = np.zeros((heads, max_d), np.float64)  # each key's sum over t of weight · a_t
-    hw = np.empty((heads, 4), np.float64)  # the two-key path's per-head weights and sums
+    hw = np.empty((heads, 8), np.float64)  # the two-key paths' per-head weights and sums
+    e = np.empty((heads, max_d, max_d), np.float64)  # exp of the scores, shifted per query column
+    pre = np.empty((heads, 2, max_d), np.float64)  # prefix sums of the absent query's weights
+    g = np.empty((heads, max_d + 1), np.float64)  # per-head sums over the absent timestamps
+    nrm = np.empty(heads, np.float64)  # per-head reciprocal softmax norms at one t
     log_n = np.empty(max_l + 1, np.float64)  # log of each count of absent timestamps
     log_n[0] = -math.inf
     for i in range(1, max_l + 1):
@@ -151,7 +256,11 @@ def attention_readout(
         P = node_offsets[m + 1] - o
         D = P + 1
         L = lengths[m]
-        if P == 1 and once_path:  # bought once (most nodes): two keys, the same operations without the loops
+        if P == 1 and closed_form:  # bought once (most nodes): two keys
+            _once_closed(qkv, absent_row[m], node_rows[o], node_times[o], L, w_agg, has_w, heads, d_head,
+                         mean_heads, scale, hw, nrm, out[m])  # fmt: skip
+            continue
+        if P == 1 and once_path:  # the same operations as the general loop, without the loops
             _bought_once(qkv, absent_row[m], node_rows[o], node_times[o], L, w_agg, has_w, heads, d_head,
                          mean_heads, scale, log_n, s, vw, hw, out[m])  # fmt: skip
             continue
@@ -159,7 +268,10 @@ def attention_readout(
         for j in range(P):
             rows[j + 1] = node_rows[o + j]
         _scores(qkv, rows, D, w_agg, has_w, heads, d_head, mean_heads, scale, s, vw)
-        _key_sums(s, vw, node_times[o : o + P], L, has_w, heads, log_n, w, cs)
+        if not closed_form or not _shifted_exps(s, D, heads, e):
+            _key_sums(s, vw, node_times[o : o + P], L, has_w, heads, log_n, w, cs)
+        else:
+            _closed_key_sums(e, vw, node_times[o : o + P], L, has_w, heads, pre, g, nrm, cs)
         _node_output(qkv, rows, D, cs, heads, d_head, mean_heads, out[m])
 
 
@@ -169,24 +281,46 @@ def _scores(qkv, rows, D, w_agg, has_w, heads, d_head, mean_heads, scale, s, vw)
     node's D rows, and with a learned readout into ``vw[h, y]`` each value's readout weight
     ``v_{h,y} . w_agg_h`` (divided by the heads when they are averaged)."""
     HD = heads * d_head
+    # Each sum runs over i in order from 0.0; i is the outer loop so that the D² sums are
+    # independent chains (one dependent chain per sum stalls on the adder's latency).
     for h in range(heads):
         q0, k0, v0 = h * d_head, HD + h * d_head, 2 * HD + h * d_head
         for c in range(D):
-            rc = rows[c]
             for y in range(D):
-                ry = rows[y]
-                acc = 0.0
-                for i in range(d_head):
-                    acc += qkv[rc, q0 + i] * qkv[ry, k0 + i]
-                s[h, c, y] = acc * scale
+                s[h, c, y] = 0.0
+        for i in range(d_head):
+            for c in range(D):
+                qc = qkv[rows[c], q0 + i]
+                for y in range(D):
+                    s[h, c, y] += qc * qkv[rows[y], k0 + i]
+        for c in range(D):
+            for y in range(D):
+                s[h, c, y] *= scale
         if has_w:
             w0 = 0 if mean_heads else h * d_head
             for y in range(D):
-                ry = rows[y]
-                acc = 0.0
-                for i in range(d_head):
-                    acc += qkv[ry, v0 + i] * w_agg[w0 + i]
-                vw[h, y] = acc / heads if mean_heads else acc
+                vw[h, y] = 0.0
+            for i in range(d_head):
+                for y in range(D):
+                    vw[h, y] += qkv[rows[y], v0 + i] * w_agg[w0 + i]
+            if mean_heads:
+                for y in range(D):
+                    vw[h, y] /= heads
+
+
+@numba.njit(**_JIT, inline="always")
+def _step(times, t, seen, n_times):  # pragma: no cover - jit
+    """The keys visible at t from those visible before: (present keys seen, distinct
+    timestamps among them, the query column: the purchase at t, else 0 for the absent row).
+    An item listed twice in a basket (outside the data contract: ingestion drops repeats) is
+    two present rows at one timestamp, as in the tensor path: both visible, the query the later
+    one, the timestamp counted once."""
+    if seen < times.shape[0] and times[seen] == t:
+        n_times += 1
+        while seen < times.shape[0] and times[seen] == t:
+            seen += 1
+        return seen, n_times, seen
+    return seen, n_times, 0
 
 
 @numba.njit(**_JIT, inline="always")
@@ -200,15 +334,7 @@ def _key_sums(s, vw, times, L, has_w, heads, log_n, w, cs):  # pragma: no cover 
     seen = 0  # present keys visible at t
     n_times = 0  # distinct timestamps among them
     for t in range(L):
-        c = 0
-        if seen < P and times[seen] == t:
-            # An item listed twice in a basket (outside the data contract: ingestion drops
-            # repeats) is two present rows at one timestamp, as in the tensor path: both
-            # visible, the query the later one, the timestamp counted once.
-            n_times += 1
-            while seen < P and times[seen] == t:
-                seen += 1
-            c = seen
+        seen, n_times, c = _step(times, t, seen, n_times)
         n_absent = t + 1 - n_times
         total = 0.0
         if seen == 0 or (n_absent == 0 and seen == 1):  # one visible key: weight 1
@@ -247,6 +373,104 @@ def _key_sums(s, vw, times, L, has_w, heads, log_n, w, cs):  # pragma: no cover 
         for h in range(heads):
             for y in range(seen + 1):
                 cs[h, y] += w[h, y] * at
+
+
+#: Largest spread of a node's scores the closed form takes: beyond it a shifted exponential
+#: could underflow to 0 (exp(-745) is 0), and the node takes the softmax at every t instead.
+_MAX_SPREAD = 600.0
+
+
+@numba.njit(**_JIT, inline="always")
+def _shifted_exps(s, D, heads, e):  # pragma: no cover - jit
+    """Into ``e[h, c, y]`` exp(s[h, c, y] − max_y' s[h, c, y']) over the keys query column c
+    ever sees (c ≥ 1: 0..c, at its purchase; c = 0: all D, at absent timestamps). False when
+    a node's scores spread wider than :data:`_MAX_SPREAD` (``e`` then unused)."""
+    for h in range(heads):
+        for c in range(D):
+            last = D - 1 if c == 0 else c
+            top = s[h, c, 0]
+            low = top
+            for y in range(1, last + 1):
+                top = max(top, s[h, c, y])
+                low = min(low, s[h, c, y])
+            if top - low > _MAX_SPREAD:
+                return False
+            for y in range(last + 1):
+                e[h, c, y] = math.exp(s[h, c, y] - top)
+    return True
+
+
+@numba.njit(**_JIT, inline="always")
+def _closed_key_sums(e, vw, times, L, has_w, heads, pre, g, nrm, cs):  # pragma: no cover - jit
+    """:func:`_key_sums` from the exponentials ``e`` (:func:`_shifted_exps`) instead of a
+    softmax at every t. The softmax at t with query column c is, over its visible keys,
+    w_y = n_t^[y=0] e[c, y] / Σ_y' n_t^[y'=0] e[c, y'] (n_t absent timestamps so far: the log n_t
+    of the logits as a factor). Column c ≥ 1 queries once (at its purchase): its weights are
+    summed directly. Column 0 queries at every absent t with the keys 0..p_t: its norm and
+    readout terms come from prefix sums over the keys, and each key's sum over those t is
+    e[0, y] times Σ_{t: p_t ≥ y} a_t / norm_t, collected per p_t and summed from the end.
+
+    Work per node: heads · (D² + L) multiply-adds and heads · (D² + D) / 2 exponentials,
+    instead of heads · L · D of each. Shapes: pre [heads, 2, ≥ D] (prefix sums of e[0, y] and
+    e[0, y] · vw[y] over y ≥ 1), g [heads, ≥ D + 1], nrm [heads] (reciprocal norms) scratch; cs [heads, ≥ D]
+    (output)."""
+    P = times.shape[0]
+    for h in range(heads):
+        acc = acc_v = 0.0
+        pre[h, 0, 0] = pre[h, 1, 0] = 0.0
+        for y in range(1, P + 1):
+            acc += e[h, 0, y]
+            acc_v += e[h, 0, y] * vw[h, y]
+            pre[h, 0, y], pre[h, 1, y] = acc, acc_v
+        # g[h, p]: Σ a_t / norm_t over the absent t with p keys bought; g[h, P + 1]: Σ n_t a_t / norm_t
+        g[h, : P + 2] = 0.0
+        cs[h, : P + 1] = 0.0
+    seen = n_times = 0  # present keys visible at t, distinct timestamps among them
+    for t in range(L):
+        seen, n_times, c = _step(times, t, seen, n_times)
+        if not has_w and t != L - 1:  # the "last" readout weighs only t = L - 1
+            continue
+        n_absent = t + 1 - n_times
+        if seen == 0 or (n_absent == 0 and seen == 1):  # one visible key: weight 1
+            y1 = 0 if seen == 0 else 1
+            at = 0.0
+            for h in range(heads):
+                at += vw[h, y1]
+            at = at if has_w else 1.0
+            for h in range(heads):
+                cs[h, y1] += at
+        elif c > 0:  # a purchase: query column c, keys 0 (when absent timestamps exist) and 1..c
+            at = 0.0
+            for h in range(heads):
+                norm = n_absent * e[h, c, 0]
+                num = norm * vw[h, 0]
+                for y in range(1, c + 1):
+                    norm += e[h, c, y]
+                    num += e[h, c, y] * vw[h, y]
+                nrm[h] = 1.0 / norm
+                at += num * nrm[h]
+            at = at if has_w else 1.0
+            for h in range(heads):
+                r = at * nrm[h]
+                cs[h, 0] += n_absent * e[h, c, 0] * r
+                for y in range(1, c + 1):
+                    cs[h, y] += e[h, c, y] * r
+        else:  # an absent timestamp: the absent row queries keys 0 and 1..seen
+            at = 0.0
+            for h in range(heads):
+                nrm[h] = 1.0 / (n_absent * e[h, 0, 0] + pre[h, 0, seen])
+                at += (n_absent * e[h, 0, 0] * vw[h, 0] + pre[h, 1, seen]) * nrm[h]
+            at = at if has_w else 1.0
+            for h in range(heads):
+                r = at * nrm[h]
+                g[h, seen] += r
+                g[h, P + 1] += n_absent * r
+    for h in range(heads):
+        cs[h, 0] += e[h, 0, 0] * g[h, P + 1]
+        tail = 0.0
+        for y in range(P, 0, -1):
+            tail += g[h, y]
+            cs[h, y] += e[h, 0, y] * tail
 
 
 @numba.njit(**_JIT, inline="always")

@@ -14,8 +14,9 @@ then returns no wrapper.
 When the wrapped recommender gives its scores in shared form (``shared_scores``: DNNTSP's
 default configuration), ``rank`` reads a few candidates per customer
 (:func:`basketgnn.scoring.candidates.fused_top_k`), with the same items and values as ranking
-the dense fused matrix. On several threads the fusion's neighbour search runs in parts on helper
-threads while the calling thread runs the model's forward.
+the dense fused matrix. On several threads the fusion's neighbour search and the model's forward
+run in parts that every thread takes from (the calling thread the forward's first, the helpers
+the search's first).
 
 The fusion's state is its own section of a checkpoint (:data:`SECTION`), beside the model's.
 """
@@ -174,36 +175,64 @@ class FusedRecommender:
             found = self.search(data, instances)
             scores = shared(data, instances)
         else:
-            scores, found = self._forward_beside_search(data, instances, threads, shared)
+            scores, found = self._forward_beside_search(data, instances, threads)
         if scores is None:  # the model's configuration has no shared form
             return rank_dense(self.score(data, instances), k)
         return _as_float32(self.fusion.top_k_shared(scores, k, found))
 
     def _forward_beside_search(
-        self, data: BasketData, instances: Instances, threads: int, shared: Callable[..., SharedScores | None]
+        self, data: BasketData, instances: Instances, threads: int
     ) -> tuple[SharedScores | None, SparseScores]:
-        """The search in small parts on threads - 1 helpers while this thread runs the model's
-        forward (one torch thread), then takes the parts still left: the two kinds of work
-        overlap instead of queueing, and the parts even out the end. Each part's result is the
-        one a single search gives its customers, so the output does not depend on who searched
-        what."""
+        """The search in small parts and the model's forward batch by batch, shared by this
+        thread and threads - 1 helpers (one torch thread each): the helpers start on the search
+        while this thread builds the graphs, then each thread takes forward batches (this
+        thread first) and search parts (the helpers first) until none is left, so the two cores
+        stay busy to the end. Each part's result is the one a single search (or forward) gives
+        its customers, in part order: the output does not depend on who ran what. An error in
+        any part stops the others' taking more and goes up."""
         n_parts = max(1, -(-len(instances) // SEARCH_PART))
-        parts = SharedParts(
+        search = SharedParts(
             [Instances(instances.users[idx], instances.n_history[idx])
              for idx in np.array_split(np.arange(len(instances)), n_parts)],
             lambda part: self.search(data, part),
         )  # fmt: skip
-        with ThreadPoolExecutor(max_workers=threads - 1) as pool, torch_threads(1):
-            helpers = [pool.submit(parts.drain) for _ in range(threads - 1)]
+        forward: list[SharedParts] = []  # the forward's parts, once the graphs are built
+        built = threading.Event()
+
+        def helper() -> None:
             try:
-                scores = shared(data, instances)
-                parts.drain()
+                search.drain()
+                built.wait()
+                for parts in forward:
+                    parts.drain()
             except BaseException:
-                parts.stop()  # the helpers finish their part and stop; the error goes up
+                search.stop()
+                for parts in forward:
+                    parts.stop()
                 raise
+
+        with ThreadPoolExecutor(max_workers=threads - 1) as pool, torch_threads(1):
+            helpers = [pool.submit(helper) for _ in range(threads - 1)]
+            plan = None
+            try:
+                plan = self.base.shared_plan(data, instances)
+                if plan is not None:
+                    forward.append(SharedParts(plan.batches, plan.forward))
+                built.set()
+                for parts in forward:
+                    parts.drain()
+                search.drain()
+            except BaseException:
+                search.stop()  # the helpers finish their part and stop; the error goes up
+                for parts in forward:
+                    parts.stop()
+                raise
+            finally:
+                built.set()
             for h in helpers:
                 h.result()  # a part's error
-        return scores, SparseScores.concat(parts.results())
+        scores = plan.assemble(forward[0].results()) if plan is not None else None
+        return scores, SparseScores.concat(search.results())
 
     def params(self) -> dict[str, Any]:
         """The model's parameters with what the fusion uses (the base reports its choice record

@@ -181,6 +181,16 @@ class NeuralRecommender:
         ``score_sparse``, batched as :meth:`score` batches, on ``pool``'s threads when given),
         or None when the model or its configuration has no such form. torch's threads are the
         caller's (:meth:`setup`)."""
+        plan = self.shared_plan(data, instances)
+        if plan is None:
+            return None
+        done = list(pool.map(plan.forward, plan.batches)) if pool is not None else [plan.forward(b) for b in plan.batches]
+        return plan.assemble(done)
+
+    def shared_plan(self, data: BasketData, instances: Instances) -> SharedPlan | None:
+        """:meth:`shared_scores` as batches that any thread may run (``plan.forward`` of each
+        of ``plan.batches``, then ``plan.assemble`` of the results in batch order): the
+        instances' graphs are built here. None when the spec has no ``score_sparse``."""
         self._check(data)
         module, score_sparse = self.model, self.spec.score_sparse
         if score_sparse is None:
@@ -197,17 +207,7 @@ class NeuralRecommender:
                 base, value = out.base.float().cpu().numpy(), out.value.float().cpu().numpy()  # [I], [M]
                 return base, idx[out.row.cpu().numpy()], out.item.cpu().numpy(), value
 
-        batches = length_batches(source.lengths, SCORE_BATCH, None)
-        done = list(pool.map(forward, batches)) if pool is not None else [forward(idx) for idx in batches]
-        if any(d is None for d in done):
-            return None
-        parts = [d for d in done if d is not None]
-        base = parts[0][0]  # [I], the same in every batch
-        row = np.concatenate([p[1] for p in parts]).astype(np.int64)
-        order = np.argsort(row, kind="stable")
-        offsets = _offsets(np.bincount(row, minlength=len(instances)))
-        items = np.concatenate([p[2] for p in parts]).astype(np.int64)[order]
-        return SharedScores(base, offsets, items, np.concatenate([p[3] for p in parts])[order])
+        return SharedPlan(length_batches(source.lengths, SCORE_BATCH, None), forward, len(instances))
 
     def params(self) -> dict[str, Any]:
         p: dict[str, Any] = self.config.model_dump()
@@ -218,6 +218,27 @@ class NeuralRecommender:
         if self.fusion_choice is not None:  # what validation chose, the model alone (weight 0) included
             p["fusion_used"] = {k: v for k, v in self.fusion_choice.items() if k not in ("kind", "grid", "description")}
         return p
+
+
+class SharedPlan:
+    """The forward batches of :meth:`NeuralRecommender.shared_scores` (``forward`` of each of
+    ``batches``, on any thread) and how their results make the instances' SharedScores."""
+
+    def __init__(self, batches: list[np.ndarray], forward: Callable[[np.ndarray], Any], n: int) -> None:
+        self.batches, self.forward, self.n = batches, forward, n
+
+    def assemble(self, done: list[Any]) -> SharedScores | None:
+        """The SharedScores of the ``forward`` results in batch order (None when the
+        configuration has no shared form)."""
+        if any(d is None for d in done):
+            return None
+        parts = [d for d in done if d is not None]
+        base = parts[0][0]  # [I], the same in every batch
+        row = np.concatenate([p[1] for p in parts]).astype(np.int64)
+        order = np.argsort(row, kind="stable")
+        offsets = _offsets(np.bincount(row, minlength=self.n))
+        items = np.concatenate([p[2] for p in parts]).astype(np.int64)[order]
+        return SharedScores(base, offsets, items, np.concatenate([p[3] for p in parts])[order])
 
 
 def rank_dense(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

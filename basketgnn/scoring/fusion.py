@@ -95,10 +95,14 @@ class TifuScorer:
         return cls(vectors, data.user_ids[pool.users], params, top)
 
     def scores(
-        self, data: BasketData, instances: Instances, alphas: Sequence[float] | None = None
+        self, data: BasketData, instances: Instances, alphas: Sequence[float] | None = None,
+        exact_sums: bool = False,
     ) -> dict[float, SparseScores]:
         """Each instance's TIFU score from its history baskets, per α (default: the params'
         α): the ``top`` largest entries, divided by the instance's largest one (so in (0, 1]).
+        ``exact_sums``: the neighbour means summed as the batch formulation sums them (the
+        same bits); else from the pool's common rows (``NeighbourIndex.kept_scores``: equal up
+        to float64 rounding, and cheaper).
 
         Shapes: -> {α: SparseScores of len(instances) rows}.
         """
@@ -109,7 +113,7 @@ class TifuScorer:
         own = customer_vectors(data.histories(instances.users, instances.n_history), data.n_items, p.m, p.r_b, p.r_g)
         codes = query_codes(self._distinct_ids, data.user_ids[instances.users])
         # float64 values: dividing TifuKnn's float32 scores keeps distinct values distinct.
-        return self._index.kept_scores(own, codes, p.k, alphas, min(self.top, data.n_items))
+        return self._index.kept_scores(own, codes, p.k, alphas, min(self.top, data.n_items), exact_sums)
 
     def neighbours(self, data: BasketData, instances: Instances) -> tuple[SparseRows, np.ndarray]:
         """Each instance's TIFU vector from its history and the k pool rows :meth:`scores`

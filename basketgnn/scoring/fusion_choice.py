@@ -231,7 +231,7 @@ def _score_grid(
     weights = sorted({float(w) for w in weights} | {0.0, 1.0})
     alpha_list = [float(tifu.alpha)] + sorted({float(a) for a in alphas} - {float(tifu.alpha)})
     scorer = TifuScorer.build(data, train, tifu, top)
-    by_alpha = scorer.scores(data, validate, alpha_list)
+    by_alpha = scorer.scores(data, validate, alpha_list, exact_sums=True)
     extras: list[tuple[float, TransitionOption] | None] = [None]
     trans_scorer, by_option = None, {}
     if transitions:

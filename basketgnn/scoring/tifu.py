@@ -30,7 +30,10 @@ item, resp. pool row), whatever the chunk. Chunks are sized so that no dense blo
 elements (it stays in cache); nothing of size [P, I] is ever dense. TIFU-KNN's dense scores use this
 batch code; tuning (:meth:`NeighbourIndex.ranked`) and the fusion's
 scores (:meth:`NeighbourIndex.kept_scores`) get the same bits customer by customer from compiled
-kernels (:mod:`basketgnn.scoring.tifu_kernel`).
+kernels (:mod:`basketgnn.scoring.tifu_kernel`). Scoring may instead start each neighbour mean
+from the sum of the pool rows most queries share (:meth:`NeighbourIndex.common_rows`): the same
+neighbours and kept items, the means equal up to float64 rounding, a fraction of the entries
+read when the neighbour sets overlap.
 
 **Tuning** (:func:`tune_tifu`): a two-stage grid search maximising the mean of NDCG@10 and
 NDCG@20 on validation targets: first (m, r_b, r_g) with the starting k and α, then (k, α) with
@@ -76,6 +79,9 @@ TUNE_KS: tuple[int, ...] = (10, 20)
 # dozen passes over each block stay in the core's cache.
 _CHUNK_ELEMENTS = 1 << 18
 
+
+#: Pool rows searched to find the rows most queries share (:meth:`NeighbourIndex.common_rows`).
+COMMON_QUERIES = 2048
 
 #: Default size of the neighbour pool (:func:`capped_pool`): searches are exact up to 20,000
 #: training customers (as on DC, TaFeng and the realistic export, whose published numbers they
@@ -214,6 +220,7 @@ class NeighbourIndex:
         self._rows_t.sort_indices()
         order = np.argsort(self.users, kind="stable")
         self._by_user, self._sorted_users = order, self.users[order]
+        self._common: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     def nearest(self, query: np.ndarray, query_users: np.ndarray, k: int) -> np.ndarray:
         """The k nearest training rows of each query, nearest first, ties at equal distance to
@@ -245,19 +252,52 @@ class NeighbourIndex:
         return out
 
     def kept_scores(
-        self, own: SparseRows, query_users: np.ndarray, k: int, alphas: Sequence[float], top: int
+        self, own: SparseRows, query_users: np.ndarray, k: int, alphas: Sequence[float], top: int,
+        exact_sums: bool = True,
     ) -> dict[float, SparseScores]:
         """Each query's TIFU score for each α, its ``top`` largest positive entries divided by
         its largest one: ``SparseScores.top_scaled(combine(own, mean(nearest(own)), α))``
-        with the same bits, computed customer by customer (``scoring.tifu_kernel``; float64
-        index only).
+        computed customer by customer (``scoring.tifu_kernel``; float64 index only). With
+        ``exact_sums`` the same bits; else each neighbour mean starts from the sum of
+        :meth:`common_rows` (the same neighbours, the mean equal up to float64 rounding, far
+        fewer pool entries read when most queries share most neighbours).
 
         Shapes: own SparseRows [n, I], query_users [n] -> {α: SparseScores of n rows}.
         """
+        base = self._no_base if exact_sums else self.common_rows(int(k))
         offsets, items, values = tifu_kept_scores(
-            *self._kernel_inputs(own, query_users), int(k), np.asarray(alphas, dtype=np.float64), int(top), own.n_cols
-        )
+            *self._kernel_inputs(own, query_users), int(k), np.asarray(alphas, dtype=np.float64), int(top),
+            own.n_cols, base,
+        )  # fmt: skip
         return {alpha: SparseScores.from_buffers(offsets[a], items[a], values[a]) for a, alpha in enumerate(alphas)}
+
+    @property
+    def _no_base(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64)
+
+    def common_rows(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The k pool rows found most often among the pool's own customers' k nearest (at
+        most :data:`COMMON_QUERIES` of them, evenly spaced; ties to the lower row), ascending,
+        with their sum and how many of them hold each item: a base most queries' neighbour sets
+        differ from in few rows. Computed once per k.
+
+        Shapes: -> (rows [min(k, P)] int64, sum [I] float64, count [I] int64)."""
+        if k not in self._common:
+            rows = self.vectors
+            ask = np.arange(0, rows.n_rows, max(1, -(-rows.n_rows // COMMON_QUERIES)))
+            sub = self._rows[ask]
+            queries = SparseRows(sub.indptr.astype(np.int64), sub.indices.astype(np.int64), sub.data, rows.n_cols)
+            nearest = self.kernel_neighbours(queries, self.users[ask], k)
+            often = np.bincount(nearest[nearest >= 0], minlength=rows.n_rows)
+            base = np.sort(np.argsort(-often, kind="stable")[: min(k, rows.n_rows)])
+            sub = self._rows[base]
+            total = np.zeros(rows.n_cols)
+            for p in range(len(base)):  # in ascending row order
+                lo, hi = sub.indptr[p], sub.indptr[p + 1]
+                total[sub.indices[lo:hi]] += sub.data[lo:hi]
+            count = np.bincount(sub.indices, minlength=rows.n_cols).astype(np.int64)
+            self._common[k] = (base.astype(np.int64), total, count)
+        return self._common[k]
 
     def kernel_neighbours(self, own: SparseRows, query_users: np.ndarray, k: int) -> np.ndarray:
         """The neighbours :meth:`kept_scores` averages for each query, ascending pool rows, -1

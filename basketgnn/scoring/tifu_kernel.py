@@ -7,7 +7,10 @@ grid (:func:`tifu_ranked`, :func:`~basketgnn.scoring.tifu.tune_tifu`).
 They compute the same float operations on the same values in the same order as the batch
 NumPy / SciPy formulation in :mod:`basketgnn.scoring.tifu` (``NeighbourIndex.nearest`` and
 ``mean``, ``combine``, ``SparseScores.top_scaled``), so they give the same bits; the tests
-compare the two. A customer's work touches only its own entries (its items' pool rows, its
+compare the two. The one exception is asked for: :func:`tifu_kept_scores` given a base of
+common pool rows takes each neighbour mean as the base's sum corrected by the rows that differ
+(:func:`_mean_from_base`), the same neighbours and candidates with the mean equal up to float64
+rounding, at a fraction of the pool entries read where most queries share most neighbours. A customer's work touches only its own entries (its items' pool rows, its
 neighbours' items, its candidates) inside scratch arrays reused from customer to customer: no
 dense [chunk, P] or [chunk, I] block and no full-width top-k.
 
@@ -236,9 +239,71 @@ def tifu_ranked(
 
 
 @numba.njit(**_JIT)
+def _merge_difference(a, b, only_a, only_b):  # pragma: no cover - jit
+    """The entries of ascending a not in ascending b into only_a, and of b not in a into
+    only_b (both ascending); returns their numbers."""
+    i = j = n_a = n_b = 0
+    while i < len(a) or j < len(b):
+        if j == len(b) or (i < len(a) and a[i] < b[j]):
+            only_a[n_a] = a[i]
+            n_a += 1
+            i += 1
+        elif i == len(a) or b[j] < a[i]:
+            only_b[n_b] = b[j]
+            n_b += 1
+            j += 1
+        else:
+            i += 1
+            j += 1
+    return n_a, n_b
+
+
+@numba.njit(**_JIT)
+def _entries(rows, n, pool_ptr):  # pragma: no cover - jit
+    """The pool entries of rows[:n]."""
+    total = 0
+    for j in range(n):
+        total += pool_ptr[rows[j] + 1] - pool_ptr[rows[j]]
+    return total
+
+
+@numba.njit(**_JIT)
+def _mean_from_base(neighbours, w, base, pool_ptr, pool_idx, pool_val, mean, count, only_n, only_b):  # pragma: no cover - jit
+    """mean = w · Σ v_p over ``neighbours`` as the base rows' sum (base_sum, base_count: how
+    many base rows hold each item) less the base rows that are not neighbours plus the
+    neighbours that are not base rows, when that touches fewer pool entries than summing the
+    neighbours; items no neighbour holds get exactly 0 (their count). Returns False (nothing
+    written) when summing the neighbours is cheaper.
+
+    Shapes: base (rows [B] ascending, sum [I] float64, count [I] int64); mean [I] float64;
+    count [I] int64 scratch; only_n [≥ k], only_b [≥ B] int64 scratch."""
+    base_rows, base_sum, base_count = base
+    n_n, n_b = _merge_difference(neighbours, base_rows, only_n, only_b)
+    if _entries(only_n, n_n, pool_ptr) + _entries(only_b, n_b, pool_ptr) >= _entries(neighbours, len(neighbours), pool_ptr):
+        return False
+    mean[:] = base_sum
+    count[:] = base_count
+    for j in range(n_b):
+        p = only_b[j]
+        for e in range(pool_ptr[p], pool_ptr[p + 1]):
+            i = np.uint64(pool_idx[e])
+            mean[i] -= pool_val[e]
+            count[i] -= 1
+    for j in range(n_n):
+        p = only_n[j]
+        for e in range(pool_ptr[p], pool_ptr[p + 1]):
+            i = np.uint64(pool_idx[e])
+            mean[i] += pool_val[e]
+            count[i] += 1
+    for i in range(len(mean)):
+        mean[i] = w * mean[i] if count[i] > 0 else 0.0
+    return True
+
+
+@numba.njit(**_JIT)
 def tifu_kept_scores(
     own_ptr, own_idx, own_val, same_ptr, same_rows, pool_ptr, pool_idx, pool_val,
-    inv_ptr, inv_rows, inv_val, sq_norms, k, alphas, top, n_items,
+    inv_ptr, inv_rows, inv_val, sq_norms, k, alphas, top, n_items, base,
 ):  # pragma: no cover - jit
     """TIFU-KNN's kept scores of each query, for each α (``scoring.tifu``, float64 search).
 
@@ -247,10 +312,18 @@ def tifu_kept_scores(
     the neighbours' mean m_u, and for each α the ``top`` largest positive entries of
     float32(α · q_u + (1 − α) · m_u) (ties to the lower item), divided by the largest.
 
+    ``base``: (rows, their sum, per-item counts) of a fixed set of pool rows, most queries'
+    neighbours mostly (:meth:`~basketgnn.scoring.tifu.NeighbourIndex.common_rows`). When it
+    has rows, m_u is computed from it wherever fewer entries are touched
+    (:func:`_mean_from_base`): the same neighbours and candidates, m_u equal up to float64
+    rounding (sums in another order). With no rows, m_u sums over the neighbours in ascending
+    row order: the batch formulation's bits.
+
     Shapes: own_* CSR [n, I] (items ascending); same_ptr [n + 1], same_rows [*]; pool_* CSR
     [P, I] (items ascending); inv_* its transpose [I, P] (rows ascending); sq_norms [P];
-    alphas [A] -> (offsets [A, n + 1], items [A, ≥ nnz] int64, values [A, ≥ nnz] float64): row u
-    of α number a is items[a, offsets[a, u]:offsets[a, u + 1]].
+    alphas [A]; base ([B] int64, [I] float64, [I] int64) -> (offsets [A, n + 1], items
+    [A, ≥ nnz] int64, values [A, ≥ nnz] float64): row u of α number a is
+    items[a, offsets[a, u]:offsets[a, u + 1]].
     """
     n = len(own_ptr) - 1
     n_pool = len(sq_norms)
@@ -273,6 +346,9 @@ def tifu_kept_scores(
     cand = np.empty(n_items, np.int64)
     keys = np.empty(n_items)  # −fused value (float32 values, held exactly)
     fused_items = np.empty(n_items, np.int64)
+    use_base = len(base[0]) > 0
+    count = np.empty(n_items if use_base else 0, np.int64)
+    only_n, only_b = np.empty(max(k_eff, 1), np.int64), np.empty(len(base[0]), np.int64)
     for u in range(n):
         _distances(u, own_ptr, own_idx, own_val, same_ptr, same_rows, inv_ptr, inv_rows, inv_val, sq_norms, dots, dist)
         n_found = _nearest(dist, rows, n_pool, k_eff, pos, nearest, work)
@@ -280,7 +356,10 @@ def tifu_kept_scores(
         w = 1.0 / max(n_found, 1)
         for e in range(own_ptr[u], own_ptr[u + 1]):
             own[own_idx[e]] = own_val[e]
-        n_cand = _neighbour_sum(u, neighbours, w, own_ptr, pool_ptr, pool_idx, pool_val, mean, seen, cand)
+        if use_base and _mean_from_base(neighbours, w, base, pool_ptr, pool_idx, pool_val, mean, count, only_n, only_b):
+            n_cand = -1  # every item may be a candidate: the catalogue scan below
+        else:
+            n_cand = _neighbour_sum(u, neighbours, w, own_ptr, pool_ptr, pool_idx, pool_val, mean, seen, cand)
         if n_cand < 0:
             # Many candidates: each α's values over the whole catalogue, in item order (an item
             # outside the candidates has own = mean = 0, so value 0, not kept), the last pass

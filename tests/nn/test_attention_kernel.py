@@ -142,8 +142,9 @@ def test_no_nodes():
 
 @pytest.mark.parametrize("merge,heads,readout", [("concat", 4, "learned"), ("mean", 2, "learned"), ("concat", 3, "last")])
 def test_the_bought_once_path_has_the_general_loops_bits(merge, heads, readout):
-    """Nodes bought once (most of them) take a two-key path; it repeats the general loop's
-    operations in the same order, so its outputs are the same bits (float32 and float64)."""
+    """With the softmax at every t, nodes bought once (most of them) take a two-key path; it
+    repeats the general loop's operations in the same order, so its outputs are the same bits
+    (float32 and float64)."""
     batch = _batch(_users(7, long=True), 7)
     assert (batch.node_count == 1).any() and (batch.node_count > 1).any()
     d_head = DIM // heads if merge == "concat" else DIM
@@ -159,10 +160,66 @@ def test_the_bought_once_path_has_the_general_loops_bits(merge, heads, readout):
             out = np.empty((len(batch.absent_row), heads * d_head if merge == "concat" else d_head), dtype)
             attention_kernel.attention_readout(
                 qkv, batch.absent_row.numpy(), offsets, batch.node_rows.numpy(), batch.node_times.numpy(),
-                batch.node_len.numpy(), w_agg, heads, d_head, merge == "mean", out, once_path,
+                batch.node_len.numpy(), w_agg, heads, d_head, merge == "mean", out, once_path, False,
             )  # fmt: skip
             outs.append(out)
         np.testing.assert_array_equal(outs[0].view(np.uint8), outs[1].view(np.uint8))
+
+
+def _readout(batch, qkv, w_agg, heads, d_head, mean_heads, closed_form):
+    offsets = np.concatenate([[0], np.cumsum(batch.node_count.numpy())])
+    out = np.empty((len(batch.absent_row), d_head if mean_heads else heads * d_head), qkv.dtype)
+    attention_kernel.attention_readout(
+        qkv, batch.absent_row.numpy(), offsets, batch.node_rows.numpy(), batch.node_times.numpy(),
+        batch.node_len.numpy(), w_agg, heads, d_head, mean_heads, out, True, closed_form,
+    )  # fmt: skip
+    return out
+
+
+def _long_big_baskets(seed: int) -> list[list[list[int]]]:
+    """Histories of up to 60 baskets with up to 300 items each from a 400-item catalogue (most
+    items bought many times), plus items bought once early, late and at t = 0."""
+    rng = np.random.default_rng(seed)
+    users = [[[0, 1]] + [[2] for _ in range(59)] + [[3]], [[5]] * 30 + [[6, 5]] + [[7]]]
+    for _ in range(6):
+        T = int(rng.integers(20, 61))
+        users.append([np.unique(rng.integers(0, 400, size=int(rng.integers(1, 301)))).tolist() for _ in range(T + 1)])
+    return users
+
+
+@pytest.mark.parametrize("merge,heads,readout", [("concat", 4, "learned"), ("mean", 2, "learned"), ("concat", 3, "last")])
+@pytest.mark.parametrize("case", ["long", "big"])
+def test_closed_form_equals_the_softmax_at_every_t(merge, heads, readout, case):
+    """The closed form (exponentials once per query column, sums over t from prefix sums)
+    against the softmax taken at every t, float64: long histories, and hundreds of items a
+    basket over up to 60 baskets."""
+    users = _users(9, long=True) if case == "long" else _long_big_baskets(9)
+    data = from_sequences(users, n_items=400)
+    inst = Instances(np.arange(len(users)), np.array([len(u) - 1 for u in users], dtype=np.int64))
+    batch = build_user_graphs(data, inst, max_history=0).collate(np.arange(len(users)))
+    assert (batch.node_count == 1).any() and batch.node_count.max() >= (20 if case == "big" else 5)
+    d_head = DIM // heads if merge == "concat" else DIM
+    rng = np.random.default_rng(9)
+    qkv = rng.normal(size=(batch.num_rows, 3 * heads * d_head))
+    w_agg = rng.normal(size=heads * d_head if merge == "concat" else d_head)[: 0 if readout == "last" else None]
+    got = _readout(batch, qkv, w_agg, heads, d_head, merge == "mean", True)
+    want = _readout(batch, qkv, w_agg, heads, d_head, merge == "mean", False)
+    np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-11 * np.abs(want).max())
+
+
+def test_closed_form_with_scores_far_apart():
+    """Scores spread wider than exp can span (some shifted exponentials are 0): nodes bought
+    once keep finite weights (their norm holds exp(0) = 1); other nodes take the softmax at
+    every t. Both as the reference."""
+    batch = _batch(_users(10, long=True), 10)
+    rng = np.random.default_rng(10)
+    heads, d_head = 2, DIM // 2
+    qkv = rng.normal(size=(batch.num_rows, 3 * heads * d_head)) * 40.0  # scores up to ~10^3
+    w_agg = rng.normal(size=heads * d_head)
+    got = _readout(batch, qkv, w_agg, heads, d_head, False, True)
+    want = _readout(batch, qkv, w_agg, heads, d_head, False, False)
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9 * np.abs(want).max())
 
 
 def test_items_listed_twice_in_a_basket_as_the_tensor_path():

@@ -91,7 +91,7 @@ def test_rank_with_item_transitions_equals_the_top_k_of_score(weight, threads):
 @pytest.mark.parametrize("threads", [2, 3])
 def test_search_parts_shared_by_threads_give_the_one_thread_ranking(monkeypatch, threads):
     """Many small parts of the search, taken by the helpers and by the forward's thread once
-    it is done: the same items and scores as one thread's single search."""
+    its batches are done: the same items and scores as one thread's single search."""
     data = planted_data(n_users=120, n_items=40)
     sp = make_split(data, "temporal")
     fusion = ScoreFusion(
@@ -111,6 +111,38 @@ def test_search_parts_shared_by_threads_give_the_one_thread_ranking(monkeypatch,
     assert sorted(searched) == sorted([len(p) for p in np.array_split(np.arange(120), 18)])
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_forward_batches_and_search_parts_shared_by_two_threads(monkeypatch):
+    """Small forward batches and search parts, taken by both threads from their queues: the
+    same items and scores as one thread, every batch and part run once."""
+    import basketgnn.recommenders.neural as neural_module
+
+    monkeypatch.setattr(neural_module, "SCORE_BATCH", 8)
+    monkeypatch.setattr(fused_module, "SEARCH_PART", 5)
+    data = planted_data(n_users=120, n_items=40)
+    sp = make_split(data, "temporal")
+    fusion = ScoreFusion(0.3, "sigmoid", TifuScorer.build(data, sp["train"], TifuParams(k=10)))
+    everyone = Instances(np.arange(data.n_users), data.n_baskets_per_user.astype(np.int64))
+    want = FusedRecommender(recommender(data, DNNTSPConfig(embed_dim=8, threads=1)), fusion).rank(data, everyone, 10)
+    base = recommender(data, DNNTSPConfig(embed_dim=8, threads=2))
+    ran: list[tuple[str, int]] = []
+    plan_of = base.shared_plan
+
+    def plan_logged(d, inst):
+        plan = plan_of(d, inst)
+        forward = plan.forward
+        plan.forward = lambda idx: ran.append(("forward", len(idx))) or forward(idx)
+        return plan
+
+    monkeypatch.setattr(base, "shared_plan", plan_logged)
+    prepare = fusion.prepare
+    monkeypatch.setattr(fusion, "prepare", lambda d, inst: ran.append(("search", len(inst))) or prepare(d, inst))
+    got = FusedRecommender(base, fusion).rank(data, everyone, 10)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    assert sum(n for kind, n in ran if kind == "forward") == 120 and len([1 for kind, _ in ran if kind == "forward"]) == 15
+    assert sum(n for kind, n in ran if kind == "search") == 120 and len([1 for kind, _ in ran if kind == "search"]) == 24
 
 
 def test_a_failing_forward_stops_the_search_parts(monkeypatch):
@@ -141,7 +173,7 @@ def test_a_failing_forward_stops_the_search_parts(monkeypatch):
             time.sleep(0.001)
         raise RuntimeError("forward failed")
 
-    monkeypatch.setattr(base, "shared_scores", fail)
+    monkeypatch.setattr(base, "shared_plan", fail)
     everyone = Instances(np.arange(data.n_users), data.n_baskets_per_user.astype(np.int64))
     with pytest.raises(RuntimeError, match="forward failed"):
         rec.rank(data, everyone, 10)

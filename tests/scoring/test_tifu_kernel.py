@@ -9,14 +9,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from basketgnn.data.dataset import from_sequences
 from basketgnn.data.split import Instances
 from basketgnn.scoring.fusion import TifuScorer
 from basketgnn.scoring.sparse import SparseScores
 from basketgnn.scoring.tifu import (
+    NeighbourIndex,
+    SparseRows,
     TifuParams,
     combine,
     customer_codes,
     customer_vectors,
+    pool_vectors,
     query_chunks,
 )
 from tests.support.scoring import assert_same, instances, skewed_data
@@ -53,7 +57,7 @@ def test_tifu_kernel_equals_the_batch_search_bit_for_bit(n_items, max_basket, k,
                       np.r_[data.n_baskets_per_user[60:80], data.n_baskets_per_user[0:60:7] - 1])  # fmt: skip
     scorer = TifuScorer.build(data, train, TifuParams(k=k, m=2, r_b=0.9, r_g=0.7, alpha=0.3), top)
     alphas = (0.3, 0.0, 1.0, 0.8)
-    got, want = scorer.scores(data, query, alphas), batch_tifu(scorer, data, query, alphas)
+    got, want = scorer.scores(data, query, alphas, exact_sums=True), batch_tifu(scorer, data, query, alphas)
     for a in alphas:
         assert_same(got[a], want[a])
     assert max(len(np.unique(want[0.3].values)), 1) < len(want[0.3].values)  # equal values occur
@@ -64,7 +68,7 @@ def test_tifu_kernel_with_empty_histories():
     train = instances(data, np.arange(30), back=1)
     query = Instances(np.arange(25, 40), np.r_[np.zeros(5, np.int64), data.n_baskets_per_user[30:40]])
     scorer = TifuScorer.build(data, train, TifuParams(k=4, m=3, alpha=0.5), 12)
-    got, want = scorer.scores(data, query), batch_tifu(scorer, data, query, (0.5,))
+    got, want = scorer.scores(data, query, exact_sums=True), batch_tifu(scorer, data, query, (0.5,))
     assert_same(got[0.5], want[0.5])
     assert np.diff(got[0.5].offsets)[:5].min() > 0  # no history: the neighbour mean alone
 
@@ -130,3 +134,113 @@ def test_tifu_kernel_without_alphas():
     index = NeighbourIndex(pool_vectors(data, train, 2, 0.9, 0.7), train.users)
     own = customer_vectors(data.histories(query.users, query.n_history), data.n_items, 2, 0.9, 0.7)
     assert index.kept_scores(own, query.users, 5, (), 10) == {}
+
+
+# --- the neighbour mean from the pool's common rows ------------------------------------------
+
+
+def long_data(seed: int, n_users: int, n_items: int, max_basket: int, max_baskets: int):
+    """Long histories (up to ``max_baskets`` baskets) of big baskets (up to ``max_basket``
+    items) from a skewed catalogue: most customers share most neighbours."""
+    rng = np.random.default_rng(seed)
+    p = 1.0 / np.arange(1, n_items + 1) ** 0.7
+    p /= p.sum()
+    sequences = [
+        [sorted({int(i) for i in rng.choice(n_items, size=int(rng.integers(1, max_basket + 1)), p=p)})
+         for _ in range(int(rng.integers(2, max_baskets + 1)))]
+        for _ in range(n_users)
+    ]  # fmt: skip
+    return from_sequences(sequences, n_items=n_items)
+
+
+@pytest.mark.parametrize(
+    "n_items, max_basket, max_baskets, k, top",
+    [
+        (400, 150, 60, 20, 200),  # hundreds of items a basket, long histories
+        (30, 6, 40, 5, 200),  # a small catalogue
+        (2000, 3, 8, 7, 3),  # few entries: the neighbours' own sum is cheaper
+        (60, 40, 12, 500, 10),  # k beyond the pool: every other customer is a neighbour
+    ],
+)
+def test_common_rows_give_the_exact_sums_kept_scores(n_items, max_basket, max_baskets, k, top):
+    """The default kept scores (each neighbour mean from the common rows' sum) against the
+    exact sums: the same kept items (positivity is exact: counted, not summed), values equal
+    up to float64 rounding."""
+    data = long_data(n_items + k, 90, n_items, max_basket, max_baskets)
+    train = instances(data, np.arange(70), back=1)
+    query = Instances(np.r_[np.arange(70, 90), np.arange(0, 70, 3)],
+                      np.r_[data.n_baskets_per_user[70:90], data.n_baskets_per_user[0:70:3] - 1])  # fmt: skip
+    scorer = TifuScorer.build(data, train, TifuParams(k=k, m=3, r_b=0.9, r_g=0.7, alpha=0.3), top)
+    alphas = (0.3, 0.0, 1.0)
+    got, want = scorer.scores(data, query, alphas), scorer.scores(data, query, alphas, exact_sums=True)
+    if k == 20:  # the base is what most means start from here
+        index, entries = scorer._index, np.diff(scorer.vectors.indptr)
+        own = customer_vectors(data.histories(query.users, query.n_history), n_items, 3, 0.9, 0.7)
+        nbrs = index.kernel_neighbours(own, customer_codes(scorer.customer_ids, data.user_ids[query.users])[1], k)
+        base = index.common_rows(k)[0]
+        moved = [entries[np.setxor1d(n[n >= 0], base)].sum() < entries[n[n >= 0]].sum() for n in nbrs]
+        assert np.mean(moved) > 0.5
+    for a in alphas:
+        np.testing.assert_array_equal(got[a].offsets, want[a].offsets)
+        np.testing.assert_array_equal(got[a].items, want[a].items)
+        np.testing.assert_allclose(got[a].values, want[a].values, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("queries", [2048, 16])
+def test_common_rows_are_the_most_frequent_neighbours_with_their_sum(monkeypatch, queries):
+    """The pool's rows found most often among the k nearest of its own rows (of every 4th
+    row when at most 16 are searched), with their sum and per-item counts."""
+    import basketgnn.scoring.tifu as tifu_module
+
+    monkeypatch.setattr(tifu_module, "COMMON_QUERIES", queries)
+    data = long_data(3, 80, 300, 60, 20)
+    train = instances(data, np.arange(60), back=1)
+    index = NeighbourIndex(pool_vectors(data, train, 2, 0.9, 0.7), train.users)
+    k = 15
+    rows, total, count = index.common_rows(k)
+    ask = np.arange(60) if queries > 60 else np.arange(0, 60, 4)
+    sub = index.vectors.dense(ask)
+    asked = SparseRows(*(np.asarray(a) for a in (np.r_[0, np.cumsum((sub > 0).sum(1))], np.nonzero(sub)[1], sub[sub > 0])), 300)
+    nearest = index.kernel_neighbours(asked, index.users[ask], k)
+    often = np.bincount(nearest[nearest >= 0], minlength=index.vectors.n_rows)
+    assert len(rows) == k and np.all(np.diff(rows) > 0)
+    assert often[rows].min() >= np.delete(often, rows).max()  # no row outside is found more often
+    dense = index.vectors.dense(rows)
+    np.testing.assert_allclose(total, dense.sum(0), rtol=1e-13)
+    np.testing.assert_array_equal(count, (dense > 0).sum(0))
+    assert index.common_rows(k) is index.common_rows(k)  # computed once
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_mean_from_base_against_the_dense_mean(seed):
+    """``_mean_from_base`` for neighbour sets near the base, far from it and equal to it:
+    written only when it reads fewer pool entries than the neighbours' own, then the dense
+    mean up to rounding, exactly 0 where no neighbour holds the item."""
+    from basketgnn.scoring.tifu_kernel import _mean_from_base
+
+    rng = np.random.default_rng(seed)
+    n_pool, n_items = 120, 500
+    dense = np.where(rng.random((n_pool, n_items)) < 0.05, rng.random((n_pool, n_items)), 0.0)
+    dense[:, :3] = 0.0  # items no pool row holds
+    ptr = np.r_[0, np.cumsum((dense > 0).sum(1))].astype(np.int64)
+    idx = np.nonzero(dense)[1].astype(np.int32)
+    val = dense[dense > 0]
+    base_rows = np.sort(rng.choice(n_pool, 40, replace=False)).astype(np.int64)
+    base = (base_rows, dense[base_rows].sum(0), (dense[base_rows] > 0).sum(0).astype(np.int64))
+    outside = np.setdiff1d(np.arange(n_pool), base_rows)
+    cases = {
+        "near": np.sort(np.r_[np.delete(base_rows, [3, 17]), outside[[5, 9, 40]]]),
+        "equal": base_rows,
+        "far": np.sort(rng.choice(outside, 40, replace=False)),
+    }
+    for name, nbrs in cases.items():
+        mean, count = np.full(n_items, np.nan), np.empty(n_items, np.int64)
+        w = 1.0 / len(nbrs)
+        done = _mean_from_base(nbrs.astype(np.int64), w, base, ptr, idx, val, mean, count,
+                               np.empty(len(nbrs), np.int64), np.empty(len(base_rows), np.int64))  # fmt: skip
+        assert done == (name != "far"), name
+        if done:
+            want = dense[nbrs].mean(0)
+            np.testing.assert_allclose(mean, want, rtol=1e-12, atol=0)
+            assert np.array_equal(mean == 0, want == 0)
+            np.testing.assert_array_equal(count, (dense[nbrs] > 0).sum(0))
