@@ -27,7 +27,11 @@ and with g = dLoss/dz_h (g / heads when averaged), the backward:
 
 Dropout's mask is drawn by torch (:func:`draw_mask`) on the tensor path's layout and in its
 order, bucket by bucket: for the same seed both paths drop the same weights, so training runs
-agree up to float rounding. Sums run in float64.
+agree up to float rounding. Sums run in float64. Where the absent row queries (no purchase at
+t) the weights need no softmax: with E_y = exp(s[0, y] - top) fixed between purchases, they are
+n_t E_0 / (n_t E_0 + sum_{y>0} E_y) and E_y / (...). The kernels keep the heads innermost
+([t, y, h] layouts, the mask drawn as [T, D, H] per node), so the per-head work at each t runs
+as independent chains.
 
 Shapes: R rows, M nodes, P_b present rows in the batch, H heads, T the batch's longest history.
 """
@@ -49,7 +53,7 @@ _JIT = {**jit_options(__file__), "error_model": "numpy"}
 
 @numba.njit(**_JIT, inline="always")
 def _scores(qkv, rows, D, w_agg, has_w, heads, d_head, mean_heads, scale, s, vw):  # pragma: no cover - jit
-    """Into ``s[h, c, y]`` the node's scaled scores and ``vw[h, y]`` each value's readout
+    """Into ``s[c, y, h]`` the node's scaled scores and ``vw[y, h]`` each value's readout
     weight (0 without a learned readout)."""
     HD = heads * d_head
     for h in range(heads):
@@ -60,59 +64,85 @@ def _scores(qkv, rows, D, w_agg, has_w, heads, d_head, mean_heads, scale, s, vw)
                 acc = 0.0
                 for i in range(d_head):
                     acc += qkv[rows[c], q0 + i] * qkv[rows[y], k0 + i]
-                s[h, c, y] = acc * scale
+                s[c, y, h] = acc * scale
         for y in range(D):
             acc = 0.0
             if has_w:
                 for i in range(d_head):
                     acc += qkv[rows[y], v0 + i] * w_agg[w0 + i]
-            vw[h, y] = acc / heads if mean_heads else acc
+            vw[y, h] = acc / heads if mean_heads else acc
 
 
 @numba.njit(**_JIT, inline="always")
-def _softmax(s, h, c, seen, n_absent, log_n, A, t):  # pragma: no cover - jit
-    """``A[t, h, :seen + 1]``: the softmax over the visible keys of query column c, the absent
+def _softmax(s, c, seen, n_absent, log_n, heads, A, t):  # pragma: no cover - jit
+    """``A[t, :seen + 1, h]``: the softmax over the visible keys of query column c, the absent
     key with bias log n_absent (none when 0), the largest logit's exp taken as 1."""
     bias = log_n[n_absent]  # -inf when no absent timestamp so far
-    best, top = 0, s[h, c, 0] + bias
-    for y in range(1, seen + 1):
-        if s[h, c, y] > top:
-            best, top = y, s[h, c, y]
-    norm = 0.0
-    for y in range(seen + 1):
-        e = 1.0 if y == best else math.exp(s[h, c, y] + (bias if y == 0 else 0.0) - top)
-        A[t, h, y] = e
-        norm += e
-    inv = 1.0 / norm
-    for y in range(seen + 1):
-        A[t, h, y] *= inv
+    for h in range(heads):
+        best, top = 0, s[c, 0, h] + bias
+        for y in range(1, seen + 1):
+            if s[c, y, h] > top:
+                best, top = y, s[c, y, h]
+        norm = 0.0
+        for y in range(seen + 1):
+            e = 1.0 if y == best else math.exp(s[c, y, h] + (bias if y == 0 else 0.0) - top)
+            A[t, y, h] = e
+            norm += e
+        inv = 1.0 / norm
+        for y in range(seen + 1):
+            A[t, y, h] *= inv
 
 
 @numba.njit(**_JIT, inline="always")
-def _absent_query(s, h, seen, E, Sp):  # pragma: no cover - jit
+def _absent_query(s, seen, heads, E, Sp):  # pragma: no cover - jit
     """For the timestamps where the absent row queries (no purchase at t) and ``seen`` present
-    keys are visible: ``E[h, y] = exp(s[h, 0, y] - top)`` and ``Sp[h]`` the present keys' sum,
+    keys are visible: ``E[y, h] = exp(s[0, y, h] - top)`` and ``Sp[h]`` the present keys' sum,
     so that the weights at t, with n absent timestamps so far, are n E_0 / (n E_0 + Sp) and
     E_y / (n E_0 + Sp): one division per t instead of a softmax."""
-    top = s[h, 0, 0]
-    for y in range(1, seen + 1):
-        top = max(top, s[h, 0, y])
-    total = 0.0
-    for y in range(seen + 1):
-        E[h, y] = math.exp(s[h, 0, y] - top)
-        total += E[h, y] if y > 0 else 0.0
-    Sp[h] = total
+    for h in range(heads):
+        top = s[0, 0, h]
+        for y in range(1, seen + 1):
+            top = max(top, s[0, y, h])
+        total = 0.0
+        for y in range(seen + 1):
+            E[y, h] = math.exp(s[0, y, h] - top)
+            total += E[y, h] if y > 0 else 0.0
+        Sp[h] = total
 
 
 @numba.njit(**_JIT, inline="always")
-def _node_forward(s, vw, times, L, heads, log_n, mask, moff, Db, Tm, has_w, A, at, E, Sp, Ad, cs):  # pragma: no cover - jit
-    """One pass over t < L: the attention weights ``A[t, h, y]`` (0 where a key is not
-    visible), the readout weights ``at[t]`` and each key's ``cs[h, y]`` (module docstring)."""
-    P = A.shape[2] - 1
+def _weights_at(s, t, c, seen, n_absent, segment, P, heads, log_n, A, E, Sp, inv):  # pragma: no cover - jit
+    """``A[t, y, h]`` for every key (0 where not visible); returns the visible keys for which
+    E and Sp now hold (``segment``)."""
+    for y in range(seen + 1, P + 1):
+        for h in range(heads):
+            A[t, y, h] = 0.0
+    if seen == 0 or (n_absent == 0 and seen == 1):  # one visible key: weight 1
+        for h in range(heads):
+            A[t, seen, h] = 1.0
+            A[t, 0, h] = 1.0 if seen == 0 else 0.0
+    elif c > 0:
+        _softmax(s, c, seen, n_absent, log_n, heads, A, t)
+    else:
+        if segment != seen:
+            _absent_query(s, seen, heads, E, Sp)
+            segment = seen
+        for h in range(heads):
+            inv[h] = 1.0 / (n_absent * E[0, h] + Sp[h])
+            A[t, 0, h] = n_absent * E[0, h] * inv[h]
+        for y in range(1, seen + 1):
+            for h in range(heads):
+                A[t, y, h] = E[y, h] * inv[h]
+    return segment
+
+
+@numba.njit(**_JIT, inline="always")
+def _node_forward(s, vw, times, L, heads, log_n, mask, moff, Db, has_w, A, at, E, Sp, Ad, cs, tot):  # pragma: no cover - jit
+    """One pass over t < L: the attention weights ``A[t, y, h]`` (0 where a key is not
+    visible), the readout weights ``at[t]`` and each key's ``cs[y, h]`` (module docstring)."""
+    P = A.shape[1] - 1
     seen, n_times, segment = 0, 0, -1  # present keys visible; their timestamps; E's keys
-    for h in range(heads):
-        for y in range(P + 1):
-            cs[h, y] = 0.0
+    cs[: P + 1, :] = 0.0
     for t in range(L):
         c = 0
         if seen < P and times[seen] == t:
@@ -120,34 +150,22 @@ def _node_forward(s, vw, times, L, heads, log_n, mask, moff, Db, Tm, has_w, A, a
             while seen < P and times[seen] == t:  # an item listed twice: both visible
                 seen += 1
             c = seen
-        n_absent = t + 1 - n_times
-        for h in range(heads):
-            for y in range(seen + 1, P + 1):
-                A[t, h, y] = 0.0
-            if seen == 0 or (n_absent == 0 and seen == 1):  # one visible key: weight 1
-                A[t, h, seen] = 1.0
-                if seen == 1:
-                    A[t, h, 0] = 0.0
-            elif c > 0:
-                _softmax(s, h, c, seen, n_absent, log_n, A, t)
+        segment = _weights_at(s, t, c, seen, t + 1 - n_times, segment, P, heads, log_n, A, E, Sp, tot)
+        tot[:] = 0.0
+        for y in range(seen + 1):
+            if moff >= 0:
+                base = moff + (t * Db + y) * heads
+                for h in range(heads):
+                    Ad[y, h] = A[t, y, h] * mask[base + h]
             else:
-                if segment != seen:
-                    _absent_query(s, h, seen, E, Sp)
-                inv = 1.0 / (n_absent * E[h, 0] + Sp[h])
-                A[t, h, 0] = n_absent * E[h, 0] * inv
-                for y in range(1, seen + 1):
-                    A[t, h, y] = E[h, y] * inv
-        if c == 0:
-            segment = seen
-        total = 0.0
-        for h in range(heads):
-            for y in range(seen + 1):
-                Ad[h, y] = A[t, h, y] * mask[moff + (h * Db + y) * Tm + t] if moff >= 0 else A[t, h, y]
-                total += Ad[h, y] * vw[h, y]
-        at[t] = total if has_w else (1.0 if t == L - 1 else 0.0)
-        for h in range(heads):
-            for y in range(seen + 1):
-                cs[h, y] += at[t] * Ad[h, y]
+                for h in range(heads):
+                    Ad[y, h] = A[t, y, h]
+            for h in range(heads):
+                tot[h] += Ad[y, h] * vw[y, h]
+        at[t] = tot.sum() if has_w else (1.0 if t == L - 1 else 0.0)
+        for y in range(seen + 1):
+            for h in range(heads):
+                cs[y, h] += at[t] * Ad[y, h]
 
 
 @numba.njit(**_JIT, inline="always")
@@ -172,22 +190,22 @@ def _node_plan(absent_row, offsets, node_rows, mask, mask_off, m, rows):  # prag
 
 @numba.njit(**_JIT)
 def forward_kernel(qkv, absent_row, offsets, node_rows, node_times, lengths, w_agg, heads, d_head, mean_heads,
-                   mask, mask_off, mask_d, Tm, a_off, saved, saved_at, out):  # fmt: skip  # pragma: no cover - jit
+                   mask, mask_off, mask_d, a_off, saved, saved_at, out):  # fmt: skip  # pragma: no cover - jit
     """Each node's aggregated attention output into ``out`` (module docstring).
 
     Shapes: qkv [R, 3 H d_head]; absent_row, lengths, mask_off, mask_d [M]; offsets [M + 1] into
     node_rows, node_times [P_b]; w_agg [d] or empty ("last" readout); mask flat (empty: no
-    dropout; node m's [H, mask_d[m], Tm] block at mask_off[m]); out [M, d], overwritten;
-    for the backward: saved [a_off[M]] each node's weights A [L, H, D] from a_off[m], saved_at
+    dropout; node m's [T, mask_d[m], H] block at mask_off[m]); out [M, d], overwritten;
+    for the backward: saved [a_off[M]] each node's weights A [L, D, H] from a_off[m], saved_at
     [sum L] its readout weights a_t, node after node.
     """
     has_w = w_agg.shape[0] > 0
     scale = d_head**-0.5
     max_d, max_l = _sizes(offsets, lengths)
     rows = np.empty(max_d, np.int64)
-    s = np.empty((heads, max_d, max_d))
-    vw, cs, E, Ad = np.empty((heads, max_d)), np.empty((heads, max_d)), np.empty((heads, max_d)), np.empty((heads, max_d))
-    Sp = np.empty(heads)
+    s = np.empty((max_d, max_d, heads))
+    vw, cs, E, Ad = np.empty((max_d, heads)), np.empty((max_d, heads)), np.empty((max_d, heads)), np.empty((max_d, heads))
+    Sp, tot = np.empty(heads), np.empty(heads)
     log_n = np.empty(max_l + 1)
     log_n[0] = -math.inf
     for i in range(1, max_l + 1):
@@ -198,9 +216,9 @@ def forward_kernel(qkv, absent_row, offsets, node_rows, node_times, lengths, w_a
         L = lengths[m]
         o, D, moff = _node_plan(absent_row, offsets, node_rows, mask, mask_off, m, rows)
         _scores(qkv, rows, D, w_agg, has_w, heads, d_head, mean_heads, scale, s, vw)
-        A = saved[a_off[m] : a_off[m + 1]].reshape((L, heads, D))
-        _node_forward(s, vw, node_times[o : o + D - 1], L, heads, log_n, mask, moff, mask_d[m], Tm, has_w,
-                      A, saved_at[t0 : t0 + L], E, Sp, Ad, cs)  # fmt: skip
+        A = saved[a_off[m] : a_off[m + 1]].reshape((L, D, heads))
+        _node_forward(s, vw, node_times[o : o + D - 1], L, heads, log_n, mask, moff, mask_d[m], has_w,
+                      A, saved_at[t0 : t0 + L], E, Sp, Ad, cs, tot)  # fmt: skip
         t0 += L
         for k in range(out.shape[1]):
             out[m, k] = 0.0
@@ -209,7 +227,7 @@ def forward_kernel(qkv, absent_row, offsets, node_rows, node_times, lengths, w_a
             for i in range(d_head):
                 acc = 0.0
                 for y in range(D):
-                    acc += cs[h, y] * qkv[rows[y], v0 + i]
+                    acc += cs[y, h] * qkv[rows[y], v0 + i]
                 if mean_heads:
                     out[m, i] += acc / heads
                 else:
@@ -217,16 +235,14 @@ def forward_kernel(qkv, absent_row, offsets, node_rows, node_times, lengths, w_a
 
 
 @numba.njit(**_JIT, inline="always")
-def _node_backward(A, at, times, L, heads, gv, vw, has_w, mask, moff, Db, Tm, dA, ds, dvw, cs):  # pragma: no cover - jit
-    """One pass over t < L: into ``ds[h, c, y]`` the loss's gradient with respect to the
-    scores, ``dvw[h, y]`` with respect to the readout weights and ``cs[h, y]`` the forward's
-    key sums, from ``gv[h, y] = v_y . g_h`` (module docstring)."""
-    P = A.shape[2] - 1
-    for h in range(heads):
-        for y in range(P + 1):
-            dvw[h, y] = cs[h, y] = 0.0
-            for c in range(P + 1):
-                ds[h, c, y] = 0.0
+def _node_backward(A, at, times, L, heads, gv, vw, has_w, mask, moff, Db, mk, dA, ds, dvw, cs, tot):  # pragma: no cover - jit
+    """One pass over t < L: into ``ds[c, y, h]`` the loss's gradient with respect to the
+    scores, ``dvw[y, h]`` with respect to the readout weights and ``cs[y, h]`` the forward's
+    key sums, from ``gv[y, h] = v_y . g_h`` (module docstring)."""
+    P = A.shape[1] - 1
+    dvw[: P + 1, :] = 0.0
+    cs[: P + 1, :] = 0.0
+    ds[: P + 1, : P + 1, :] = 0.0
     seen = 0
     for t in range(L):
         c = 0
@@ -234,29 +250,34 @@ def _node_backward(A, at, times, L, heads, gv, vw, has_w, mask, moff, Db, Tm, dA
             while seen < P and times[seen] == t:
                 seen += 1
             c = seen
-        da = 0.0
-        if has_w:
+        tot[:] = 0.0
+        for y in range(seen + 1):
+            if moff >= 0:
+                base = moff + (t * Db + y) * heads
+                for h in range(heads):
+                    mk[y, h] = mask[base + h]
+            else:
+                mk[y, :] = 1.0
             for h in range(heads):
-                for y in range(seen + 1):
-                    m = mask[moff + (h * Db + y) * Tm + t] if moff >= 0 else 1.0
-                    da += A[t, h, y] * m * gv[h, y]
-        for h in range(heads):
-            dot = 0.0
-            for y in range(seen + 1):
-                m = mask[moff + (h * Db + y) * Tm + t] if moff >= 0 else 1.0
-                ad = A[t, h, y] * m
-                cs[h, y] += at[t] * ad
-                dvw[h, y] += da * ad
-                d = (at[t] * gv[h, y] + da * vw[h, y]) * m
-                dA[y] = d
-                dot += A[t, h, y] * d
-            for y in range(seen + 1):
-                ds[h, c, y] += A[t, h, y] * (dA[y] - dot)
+                tot[h] += A[t, y, h] * mk[y, h] * gv[y, h]
+        da = tot.sum() if has_w else 0.0
+        tot[:] = 0.0  # now each head's sum over y of A dA
+        for y in range(seen + 1):
+            for h in range(heads):
+                ad = A[t, y, h] * mk[y, h]
+                cs[y, h] += at[t] * ad
+                dvw[y, h] += da * ad
+                d = (at[t] * gv[y, h] + da * vw[y, h]) * mk[y, h]
+                dA[y, h] = d
+                tot[h] += A[t, y, h] * d
+        for y in range(seen + 1):
+            for h in range(heads):
+                ds[c, y, h] += A[t, y, h] * (dA[y, h] - tot[h])
 
 
 @numba.njit(**_JIT)
 def backward_kernel(qkv, absent_row, offsets, node_rows, node_times, lengths, w_agg, heads, d_head, mean_heads,
-                    mask, mask_off, mask_d, Tm, a_off, saved, saved_at, grad_out, grad_qkv, grad_w):  # fmt: skip  # pragma: no cover - jit
+                    mask, mask_off, mask_d, a_off, saved, saved_at, grad_out, grad_qkv, grad_w):  # fmt: skip  # pragma: no cover - jit
     """The gradients of :func:`forward_kernel`'s output, ``grad_out`` [M, d], with respect to
     qkv (added into ``grad_qkv`` [R, 3 H d_head], float64) and w_agg (into ``grad_w`` [d],
     float64), from what the forward saved. Other shapes as :func:`forward_kernel`'s."""
@@ -264,10 +285,10 @@ def backward_kernel(qkv, absent_row, offsets, node_rows, node_times, lengths, w_
     scale = d_head**-0.5
     max_d = _sizes(offsets, lengths)[0]
     rows = np.empty(max_d, np.int64)
-    s, ds = np.empty((heads, max_d, max_d)), np.empty((heads, max_d, max_d))
-    vw, cs, gv, dvw = np.empty((heads, max_d)), np.empty((heads, max_d)), np.empty((heads, max_d)), np.empty((heads, max_d))
+    s, ds = np.empty((max_d, max_d, heads)), np.empty((max_d, max_d, heads))
+    vw, cs, gv, dvw = np.empty((max_d, heads)), np.empty((max_d, heads)), np.empty((max_d, heads)), np.empty((max_d, heads))
+    mk, dA, tot = np.empty((max_d, heads)), np.empty((max_d, heads)), np.empty(heads)
     g = np.empty((heads, d_head))
-    dA = np.empty(max_d)
     HD = heads * d_head
     t0 = 0
     for m in range(absent_row.shape[0]):
@@ -282,24 +303,24 @@ def backward_kernel(qkv, absent_row, offsets, node_rows, node_times, lengths, w_
                 acc = 0.0
                 for i in range(d_head):
                     acc += qkv[rows[y], v0 + i] * g[h, i]
-                gv[h, y] = acc
-        A = saved[a_off[m] : a_off[m + 1]].reshape((L, heads, D))
+                gv[y, h] = acc
+        A = saved[a_off[m] : a_off[m + 1]].reshape((L, D, heads))
         _node_backward(A, saved_at[t0 : t0 + L], node_times[o : o + D - 1], L, heads, gv, vw, has_w, mask, moff,
-                       mask_d[m], Tm, dA, ds, dvw, cs)  # fmt: skip
+                       mask_d[m], mk, dA, ds, dvw, cs, tot)  # fmt: skip
         t0 += L
         for h in range(heads):
             q0, k0, v0 = h * d_head, HD + h * d_head, 2 * HD + h * d_head
             w0 = 0 if mean_heads else h * d_head
             for y in range(D):
                 ry = rows[y]
-                dv = dvw[h, y] / heads if mean_heads else dvw[h, y]
+                dv = dvw[y, h] / heads if mean_heads else dvw[y, h]
                 for i in range(d_head):
-                    grad_qkv[ry, v0 + i] += cs[h, y] * g[h, i]
+                    grad_qkv[ry, v0 + i] += cs[y, h] * g[h, i]
                     if has_w:
                         grad_qkv[ry, v0 + i] += dv * w_agg[w0 + i]
                         grad_w[w0 + i] += dv * qkv[ry, v0 + i]
                 for c in range(D):
-                    d = ds[h, c, y] * scale
+                    d = ds[c, y, h] * scale
                     if d != 0.0:
                         rc = rows[c]
                         for i in range(d_head):
@@ -313,8 +334,8 @@ def draw_mask(node_count: np.ndarray, heads: int, T: int, p: float, dtype: torch
     in the order of ``graph.cooccurrence``'s plan (nodes grouped by ceil(log2 P), D_b the
     group's largest P + 1, nodes in index order), so the same seed drops the same weights.
 
-    Shapes: node_count [M] (P of each node) -> mask [sum_b M_b H D_b T], mask_off [M] (where
-    node m's [H, D_b, T] block starts), mask_d [M] (its D_b).
+    Shapes: node_count [M] (P of each node) -> mask [sum_b M_b T D_b H], mask_off [M] (where
+    node m's [T, D_b, H] block starts), mask_d [M] (its D_b).
     """
     M = len(node_count)
     group = np.ceil(np.log2(np.maximum(node_count, 1))).astype(np.int64)  # [M]
@@ -325,7 +346,7 @@ def draw_mask(node_count: np.ndarray, heads: int, T: int, p: float, dtype: torch
         nodes = np.flatnonzero(group == b)  # [M_b]
         D = int(node_count[nodes].max()) + 1
         noise = torch.empty(len(nodes), heads, D, T, dtype=dtype).bernoulli_(1 - p).div_(1 - p)
-        parts.append(noise.reshape(-1).numpy())
+        parts.append(noise.permute(0, 3, 2, 1).reshape(-1).numpy())  # [M_b, T, D_b, H]: heads innermost
         mask_off[nodes] = base + np.arange(len(nodes)) * heads * D * T
         mask_d[nodes] = D
         base += len(nodes) * heads * D * T
@@ -392,9 +413,9 @@ def aggregated(
     np.cumsum(count, out=offsets[1:])
     plan = (absent_row.numpy(), offsets, node_rows.numpy(), node_times.numpy(), lengths.numpy())
     if dropout > 0:
-        mask = (*draw_mask(count, heads, max_len, dropout, qkv.dtype), max_len)
+        mask = draw_mask(count, heads, max_len, dropout, qkv.dtype)
     else:
         empty = np.zeros(0, np.int64)
-        mask = (np.zeros(0, qkv.detach().numpy().dtype), empty, empty, 0)
+        mask = (np.zeros(0, qkv.detach().numpy().dtype), empty, empty)
     w = w_agg if w_agg is not None else qkv.new_zeros(0)
     return _AttentionReadout.apply(qkv, w, plan, mask, heads, d_head, mean_heads)

@@ -120,7 +120,7 @@ def test_mask_layout_is_the_buckets():
         nodes = b.nodes.numpy()
         assert (d[nodes] == D).all()
         assert (off[nodes] == base + np.arange(M_b) * heads * D * T).all()
-        np.testing.assert_array_equal(mask[base : base + M_b * heads * D * T], draw.reshape(-1).numpy())
+        np.testing.assert_array_equal(mask[base : base + M_b * heads * D * T], draw.permute(0, 3, 2, 1).reshape(-1).numpy())
         base += M_b * heads * D * T
     assert base == len(mask) and set(np.unique(mask)) == {0.0, 2.0}
 
