@@ -5,6 +5,8 @@ time to score every test user by the model alone.
     .venv/bin/python benchmarks/bench_dnntsp_speed.py --data TaFeng --epochs 3 --engine
     # another checkout's package instead of this one (old against new: run both, alternating)
     PYTHONPATH=OLD_CHECKOUT .venv/bin/python benchmarks/bench_dnntsp_speed.py --data TaFeng --epochs 3 --engine
+    # the tensor path instead of the compiled training kernels; rows to another results file
+    .venv/bin/python benchmarks/bench_dnntsp_speed.py --data TaFeng --engine --tensor-path --results NAME --label L
 
 With ``--engine`` the epochs are run by the training engine itself (``basketgnn train``'s code
 path: batching, loss, optimiser, validation; no fusion), and its per-epoch ``train_s`` is
@@ -13,8 +15,8 @@ recorded. The package is the one ``import basketgnn`` finds (PYTHONPATH first); 
 are imported by fallbacks, and the row records the package's commit.
 The scoring time with the neighbour add-on in the ranking is no longer measured (the add-on is gone).
 
-Parts: graph batching (collate), GCN, attention (incl. scatter to padded sequences),
-aggregation + scorer, loss + backward + optimiser step. Forward parts are timed around the
+Parts: graph batching (collate), GCN, attention + readout (``forward_nodes``), scorer, loss +
+backward + optimiser step. Forward parts are timed around the
 model's own submodules; backward cannot be split per part, so it is reported as one figure.
 """
 
@@ -36,20 +38,39 @@ from basketgnn.models.dnntsp import DNNTSP, DNNTSPConfig
 
 
 def timed_forward(model: DNNTSP, batch, parts: dict[str, float]) -> torch.Tensor:
+    """The model's forward, timed per part. With attention and a learned or last readout (the
+    default), the "attention+readout" part is ``forward_nodes`` (the path training takes: the
+    compiled kernels on the CPU unless switched off); else attention over the sequences, then
+    the aggregation."""
     t = time.perf_counter()
     x = model.row_features(batch)
     parts["gcn"] += time.perf_counter() - t
     t = time.perf_counter()
-    if model.attention is not None:
-        seq = model.attention.forward_rows(x, batch.attention, len(batch.node_item), batch.max_len)
+    if model.attention is not None and model.aggregate.mode in ("learned", "last"):
+        z = model.attention.forward_nodes(x, batch, model.aggregate.w_agg)
+        parts["attention+readout"] += time.perf_counter() - t
+        t = time.perf_counter()
     else:
-        seq = model.expand_sequences(batch, x)
-    parts["attention"] += time.perf_counter() - t
-    t = time.perf_counter()
-    z = model.aggregate(seq, batch.node_len)
+        if model.attention is not None:
+            seq = model.attention.forward_rows(x, batch.attention, len(batch.node_item), batch.max_len)
+        else:
+            seq = model.expand_sequences(batch, x)
+        parts["attention"] += time.perf_counter() - t
+        t = time.perf_counter()
+        z = model.aggregate(seq, batch.node_len)
     scores = model.score_nodes(batch, z)
-    parts["aggregate+scorer"] += time.perf_counter() - t
+    parts["scorer"] += time.perf_counter() - t
     return scores
+
+
+def use_tensor_path() -> None:
+    """Switch the compiled kernels off in every attention and graph convolution (their class
+    attribute ``compiled``): training and scoring run the tensor path."""
+    from basketgnn.nn.temporal_attention import MaskedTemporalSelfAttention
+    from basketgnn.nn.weighted_gcn import WeightedGraphConv
+
+    MaskedTemporalSelfAttention.compiled = False
+    WeightedGraphConv.compiled = False
 
 
 def first(instances, n: int):
@@ -63,8 +84,10 @@ def record_row(args: argparse.Namespace, record: dict) -> None:
     if args.users:
         record["users_cap"] = args.users
     print(record)
+    if args.label:
+        record["label"] = args.label
     if not args.no_record:
-        append_result("dnntsp_speed", record)
+        append_result(args.results, record)
 
 
 def main() -> None:
@@ -76,7 +99,13 @@ def main() -> None:
     ap.add_argument("--users", type=int, default=0,
                     help="only the first N users of each part (0: all; a smoke run of the script, not a timing)")
     ap.add_argument("--no-record", action="store_true", help="print only (a trial run)")
+    ap.add_argument("--results", default="dnntsp_speed", help="results file: benchmarks/results/NAME.jsonl")
+    ap.add_argument("--label", default="", help="a label for the row (e.g. old / new)")
+    ap.add_argument("--tensor-path", action="store_true",
+                    help="train through the tensor path (the compiled training kernels switched off)")
     args = ap.parse_args()
+    if args.tensor_path:
+        use_tensor_path()
     if args.engine:
         engine_epochs(args)
         return
@@ -191,6 +220,7 @@ def engine_epochs(args: argparse.Namespace) -> None:
         "data": args.data,
         "threads": torch.get_num_threads(),
         "train_users": len(train),
+        "tensor_path": args.tensor_path,
         "epoch_train_s": [r["train_s"] for r in history],
         "epoch_validate_s": [r["validate_s"] for r in history],
         "train_loss": [r["train_loss"] for r in history],

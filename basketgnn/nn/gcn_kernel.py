@@ -1,6 +1,7 @@
-"""The factored weighted sum of the GCN (``weighted_gcn.weighted_sum``) compiled (numba), for
-inference on the CPU: the same additions in the same order as the tensor path's two
-``index_add`` passes, without their gathered [F, C] copies.
+"""The factored weighted sum of the GCN (``weighted_gcn.weighted_sum``) compiled (numba), on
+the CPU: the same additions in the same order as the tensor path's two ``index_add`` passes,
+without their gathered [F, C] copies; for inference (:func:`weighted_sum`) and, with its
+gradient by the same kernel, for training (:func:`weighted_sum_trainable`).
 
     slots[s] = Σ_{q: slot q = s} x[row q]                   (q in entry order)
     agg[r]   = (Σ_{q: row q = r} slots[slot q] + self_r · x[r]) · scale_r
@@ -9,6 +10,8 @@ Shapes: R rows, C features, F entries of B, S slots.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numba
 import numpy as np
@@ -47,3 +50,29 @@ def weighted_sum(x: torch.Tensor, pair_row: torch.Tensor, pair_slot: torch.Tenso
         row_self.to(x.dtype).numpy(), row_scale.to(x.dtype).numpy(),
     )  # fmt: skip
     return torch.from_numpy(out)
+
+
+class _WeightedSum(torch.autograd.Function):
+    """:func:`factored_sum` as an autograd function of x, for training. The sum is linear,
+    agg = S (B Bᵀ + diag(self)) x with S = diag(scale), and B Bᵀ + diag(self) is symmetric, so
+    the gradient is the same kernel on scale · grad with scale 1:
+    dx = (B Bᵀ + diag(self)) S grad."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, pair_row: torch.Tensor, pair_slot: torch.Tensor, num_slots: int,
+                row_self: torch.Tensor, row_scale: torch.Tensor) -> torch.Tensor:  # fmt: skip
+        ctx.plan = (pair_row, pair_slot, num_slots, row_self, row_scale)
+        return weighted_sum(x, pair_row, pair_slot, num_slots, row_self, row_scale)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        pair_row, pair_slot, num_slots, row_self, row_scale = ctx.plan
+        scaled = grad * row_scale.to(grad.dtype).unsqueeze(1)  # [R, C]
+        dx = weighted_sum(scaled, pair_row, pair_slot, num_slots, row_self, torch.ones_like(row_scale))
+        return dx, None, None, None, None, None
+
+
+def weighted_sum_trainable(x: torch.Tensor, pair_row: torch.Tensor, pair_slot: torch.Tensor, num_slots: int,
+                           row_self: torch.Tensor, row_scale: torch.Tensor) -> torch.Tensor:  # fmt: skip
+    """:func:`weighted_sum` differentiable in x (CPU tensors). Shapes: x [R, C] -> [R, C]."""
+    return _WeightedSum.apply(x, pair_row, pair_slot, num_slots, row_self, row_scale)

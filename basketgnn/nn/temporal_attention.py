@@ -20,9 +20,10 @@ Two ways to compute the same thing:
   (two distinct keys whatever T). With dropout > 0 the dropout acts on the collapsed weights.
 
 :meth:`forward_aggregated` follows the attention with the temporal readout; :meth:`forward_nodes`
-does the same from a batch's node plan, through the compiled kernel of
-:mod:`basketgnn.nn.attention_kernel` where no gradient or dropout is needed on the CPU
-(scoring, validation), else through :meth:`forward_aggregated`.
+does the same from a batch's node plan, on the CPU through compiled kernels
+(:mod:`basketgnn.nn.attention_kernel` where no gradient or dropout is needed: scoring,
+validation; :mod:`basketgnn.nn.attention_train_kernel`, forward and backward, in training),
+elsewhere through :meth:`forward_aggregated`.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from basketgnn.jit import compiled_inference_applies
-from basketgnn.nn import attention_kernel
+from basketgnn.nn import attention_kernel, attention_train_kernel
 
 
 class AttentionBucket(Protocol):
@@ -66,7 +67,8 @@ class NodePlan(Protocol):
 
     Shapes (M nodes, P_b present rows): absent_row, node_count, node_len [M]; node_rows,
     node_times [P_b] (each node's present rows and times, node by node, in time order);
-    attention: the same plan as buckets (for the tensor path).
+    max_len: T, the batch's longest history; attention: the same plan as buckets (for the
+    tensor path).
     """
 
     @property
@@ -83,6 +85,9 @@ class NodePlan(Protocol):
 
     @property
     def node_times(self) -> torch.Tensor: ...
+
+    @property
+    def max_len(self) -> int: ...
 
     @property
     def attention(self) -> tuple[AttentionBucket, ...]: ...
@@ -259,8 +264,10 @@ class MaskedTemporalSelfAttention(nn.Module):
         return torch.cat(outs).index_select(0, position)  # [M, d]
 
     def forward_nodes(self, rows: torch.Tensor, plan: NodePlan, w_agg: torch.Tensor | None) -> torch.Tensor:
-        """:meth:`forward_aggregated` of the plan's nodes; compiled (``nn.attention_kernel``,
-        equal up to float rounding) on the CPU when no gradient or dropout is needed.
+        """:meth:`forward_aggregated` of the plan's nodes. On the CPU (unless ``compiled`` is
+        False) through compiled kernels, equal up to float rounding: ``nn.attention_kernel``
+        when no gradient or dropout is needed, else ``nn.attention_train_kernel`` (forward and
+        backward; dropout's mask drawn as the tensor path draws it).
 
         Shapes: rows [R, d]; w_agg [d] or None -> [M, d].
         """
@@ -270,6 +277,12 @@ class MaskedTemporalSelfAttention(nn.Module):
             return attention_kernel.aggregated(
                 self.qkv(rows), plan.absent_row, plan.node_count, plan.node_rows, plan.node_times,
                 plan.node_len, w_agg, self.heads, self.d_head, self.merge == "mean",
+            )  # fmt: skip
+        if self.compiled and attention_train_kernel.applies(rows):
+            return attention_train_kernel.aggregated(
+                self.qkv(rows), plan.absent_row, plan.node_count, plan.node_rows, plan.node_times,
+                plan.node_len, plan.max_len, w_agg, self.heads, self.d_head, self.merge == "mean",
+                self.dropout if self.training else 0.0,
             )  # fmt: skip
         return self.forward_aggregated(rows, plan.attention, len(plan.absent_row), plan.node_len, w_agg)
 

@@ -35,9 +35,9 @@ from basketgnn.nn import gcn_kernel
 
 
 def weighted_sum(graph: dgl.DGLGraph | FactoredAdjacency, x: torch.Tensor, compiled: bool = True) -> torch.Tensor:
-    """``sum_i w(i, j) x_i`` for every row j (self weight included). Factored, on the CPU and
-    without a gradient to track (scoring, validation), through ``nn.gcn_kernel`` (the same
-    additions in the same order) unless ``compiled`` is False.
+    """``sum_i w(i, j) x_i`` for every row j (self weight included). Factored and on the CPU,
+    through ``nn.gcn_kernel`` (the same additions in the same order; in training with its
+    gradient by the same kernel) unless ``compiled`` is False.
 
     Shapes: x [rows, C] -> [rows, C].
     """
@@ -45,6 +45,8 @@ def weighted_sum(graph: dgl.DGLGraph | FactoredAdjacency, x: torch.Tensor, compi
         a = graph
         if compiled and compiled_inference_applies(x):  # no weights here: only x's gradient
             return gcn_kernel.weighted_sum(x, a.pair_row, a.pair_slot, a.num_slots, a.row_self, a.row_scale)
+        if compiled and x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64):
+            return gcn_kernel.weighted_sum_trainable(x, a.pair_row, a.pair_slot, a.num_slots, a.row_self, a.row_scale)
         # [slots, C]: the sum over each slot's rows, then back to the rows of each slot.
         slots = x.new_zeros(a.num_slots, x.shape[1]).index_add(0, a.pair_slot, x.index_select(0, a.pair_row))
         back = torch.zeros_like(x).index_add(0, a.pair_row, slots.index_select(0, a.pair_slot))
