@@ -175,7 +175,8 @@ class BasketData:
 
     def aligned_to(self, item_ids: np.ndarray) -> tuple[BasketData, int]:
         """The same baskets with items renumbered to another catalogue ``item_ids`` (by original
-        id); items unknown there are dropped, and baskets left empty with them.
+        id); items unknown there are dropped, and baskets left empty with them. An item
+        catalogue does not follow the renumbering: the result has none.
 
         Returns (aligned data, number of dropped basket entries).
         """
@@ -197,7 +198,7 @@ class BasketData:
             user_ids=self.user_ids,
             item_ids=np.asarray(item_ids).astype(str),
             user_part=self.user_part,
-            meta=self.meta,
+            meta={k: v for k, v in self.meta.items() if k != "catalogue"},
         )
         return aligned, int((~known).sum())
 
