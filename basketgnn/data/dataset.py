@@ -12,6 +12,7 @@ On disk a prepared dataset is a folder (format documented in ``data/README.md``)
 
     meta.json     format name and version, counts, source, preparation options
     arrays.npz    items, basket_offsets, user_offsets, basket_times, user_ids, item_ids, user_part
+    catalogue.npz (with an item catalogue, ``prepare --items``) codes [n_items, C], values_0 ..
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from basketgnn.data.catalogue import ItemCatalogue
 from basketgnn.errors import UserError
 from basketgnn.io_utils import atomic_path
 
@@ -106,7 +108,8 @@ class BasketData:
     Shapes: items [n_entries] int32, basket_offsets [n_baskets + 1] int64,
     user_offsets [n_users + 1] int64, basket_times [n_baskets] int64 (ns since epoch, or NO_TIME),
     user_ids [n_users] str, item_ids [n_items] str, user_part [n_users] int8 (index into PARTS,
-    -1 = no predefined part).
+    -1 = no predefined part). ``catalogue``: the items' categorical features, aligned with
+    item_ids (``prepare --items``; :mod:`basketgnn.data.catalogue`), or None.
     """
 
     items: np.ndarray
@@ -117,6 +120,7 @@ class BasketData:
     item_ids: np.ndarray
     user_part: np.ndarray
     meta: dict[str, Any] = field(default_factory=dict)
+    catalogue: ItemCatalogue | None = None
 
     @property
     def n_users(self) -> int:
@@ -171,7 +175,8 @@ class BasketData:
 
     def aligned_to(self, item_ids: np.ndarray) -> tuple[BasketData, int]:
         """The same baskets with items renumbered to another catalogue ``item_ids`` (by original
-        id); items unknown there are dropped, and baskets left empty with them.
+        id); items unknown there are dropped, and baskets left empty with them. An item
+        catalogue does not follow the renumbering: the result has none.
 
         Returns (aligned data, number of dropped basket entries).
         """
@@ -193,7 +198,7 @@ class BasketData:
             user_ids=self.user_ids,
             item_ids=np.asarray(item_ids).astype(str),
             user_part=self.user_part,
-            meta=self.meta,
+            meta={k: v for k, v in self.meta.items() if k != "catalogue"},
         )
         return aligned, int((~known).sum())
 
@@ -215,6 +220,8 @@ class BasketData:
             or (int(self.items.min()) >= 0 and int(self.items.max()) < self.n_items),
             "one time per basket": len(self.basket_times) == self.n_baskets,
             "one part code per user": len(self.user_part) == self.n_users,
+            "one catalogue row per item": self.catalogue is None
+            or self.catalogue.codes.shape == (self.n_items, len(self.catalogue.columns)),
         }
         broken = [name for name, ok in checks.items() if not ok]
         if broken:
@@ -255,6 +262,8 @@ class BasketData:
                 item_ids=self.item_ids.astype(str),
                 user_part=self.user_part,
             )
+            if self.catalogue is not None:
+                np.savez(tmp / "catalogue.npz", **self.catalogue.arrays())
             (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
 
     @classmethod
@@ -275,7 +284,11 @@ class BasketData:
             )
         with np.load(path / "arrays.npz", allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
-        data = cls(meta=meta, **arrays)
+        catalogue = None
+        if meta.get("catalogue"):
+            with np.load(path / "catalogue.npz", allow_pickle=False) as z:
+                catalogue = ItemCatalogue.from_arrays(meta["catalogue"]["columns"], z)
+        data = cls(meta=meta, catalogue=catalogue, **arrays)
         data.validate()
         return data
 

@@ -170,9 +170,12 @@ class _Runner:
     def _prepare_stage(self) -> Stage:
         inp = self.job.spec.input.model_dump(exclude={"memory_limit"})  # changes no result
         inp["path"] = str(self.job.input_path)
-        prepare = self.cache.stage(
-            "prepare", inp, [], self._prepare, extra={"files": input_files(self.job.input_path)}
-        )
+        files = input_files(self.job.input_path)
+        if self.job.items_path is None:
+            inp.pop("items")  # the key of a run without a catalogue is as before the option
+        else:
+            files += input_files(self.job.items_path)
+        prepare = self.cache.stage("prepare", inp, [], self._prepare, extra={"files": files})
         self._show_data(prepare.info)
         return prepare
 
@@ -338,6 +341,11 @@ class _Runner:
             self.say(f"  reading {path} with {inp.engine}")
         try:
             data = workflow.prepare(path, columns, options, inp.memory_limit)
+            if inp.items is not None and self.job.items_path is not None:
+                from basketgnn.data.catalogue import attach_catalogue
+
+                data = attach_catalogue(data, self.job.items_path, inp.items.id_column or columns.item,
+                                        inp.items.columns, inp.items.missing)  # fmt: skip
         except UserError as e:
             raise in_job_terms(e, self.job.config_path.name) from None
         data.save(folder / "data")

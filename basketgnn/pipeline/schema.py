@@ -35,6 +35,19 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class ItemsSpec(_Section):
+    """An item catalogue joined to the prepared data (``basketgnn prepare --items``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str = Field(description="Item catalogue: a CSV or Parquet file, one row per item.")
+    id_column: str | None = Field(None, description="Its item id column (null: the log's item column).")
+    columns: list[str] | None = Field(None, description="Categorical columns to keep (null: all but the id).")
+    missing: Literal["error", "unknown"] = Field(
+        "error", description="Items of the log the catalogue lacks: stop, or 'unknown' in every column."
+    )
+
+
 class InputSpec(PrepareOptions):
     """The transaction log and how it is prepared: the options of ``basketgnn prepare``
     (:class:`~basketgnn.data.ingest.PrepareOptions`, declared once) plus where the log is."""
@@ -47,6 +60,7 @@ class InputSpec(PrepareOptions):
     memory_limit: str | None = Field(
         None, description="Memory limit of the DuckDB ingestion, e.g. '2GB' (null: its default)."
     )
+    items: ItemsSpec | None = Field(None, description="An item catalogue (null: none).")
 
     def prepare_arguments(self) -> tuple[Columns, PrepareOptions]:
         """The columns and options that ``workflow.prepare`` takes for this section."""
@@ -61,7 +75,9 @@ _JOB_KEYS = {
     "--item-col": "input.columns.item", "--basket-col": "input.columns.basket",
     "--time-col": "input.columns.timestamp", "--min-baskets": "input.min_baskets",
     "--max-baskets": "input.max_baskets", "--min-item-baskets": "input.min_item_baskets",
-    "--last-n": "input.last_n",
+    "--last-n": "input.last_n", "--items-missing": "input.items.missing",
+    "--items-id-col": "input.items.id_column", "--items-cols": "input.items.columns",
+    "--items": "input.items.path",
 }  # fmt: skip
 
 
@@ -183,6 +199,8 @@ class Job:
     """Trained models (registry name -> config), in file order."""
     warm_start: dict[str, str]
     """Trained model -> ``previous`` or a checkpoint's absolute path (absent: from scratch)."""
+    items_path: Path | None = None
+    """The item catalogue (``input.items.path``), resolved; None without one."""
 
 
 def load_job(config_path: str | Path) -> Job:
@@ -207,6 +225,7 @@ def load_job(config_path: str | Path) -> Job:
         baselines=baselines,
         trained=trained,
         warm_start=warm_start,
+        items_path=resolve_path(base, spec.input.items.path) if spec.input.items else None,
     )
 
 

@@ -156,3 +156,25 @@ def test_the_readme_nightly_example_is_a_valid_job(tmp_path):
     (tmp_path / "nightly.yaml").write_text(block.group(1))
     job = load_job(tmp_path / "nightly.yaml")
     assert job.warm_start == {"dnntsp": "previous"} and job.spec.train.sample_customers == 50000
+
+
+def test_an_item_catalogue_in_the_job_reaches_the_model_and_its_errors_name_the_keys(log, tmp_path):
+    import pandas as pd
+
+    from basketgnn.data.dataset import BasketData
+
+    items = sorted(log[1]["item_id"].astype(str).unique())
+    catalogue = pd.DataFrame({"sku": items[1:], "dept": [f"d{k % 4}" for k in range(len(items) - 1)]})
+    catalogue.to_csv(tmp_path / "items.csv", index=False)
+    model = {**NIGHTLY_DNNTSP, "catalogue_columns": ["dept"]}
+    bad = write_job(tmp_path / "bad", log[0], input={"items": {"path": "../items.csv", "id_column": "sku"}},
+                    models={"baselines": [], "dnntsp": model})  # fmt: skip
+    with pytest.raises(UserError, match=r"items\.csv: 1 of the .* pass input\.items\.missing unknown"):
+        run(bad)
+    good = write_job(tmp_path / "good", log[0], models={"baselines": [], "dnntsp": model},
+                     input={"items": {"path": "../items.csv", "id_column": "sku", "missing": "unknown"}})  # fmt: skip
+    run(good)
+    data = BasketData.load(next((tmp_path / "good" / "run").rglob("meta.json")).parent)
+    assert data.catalogue is not None and data.catalogue.columns == ("dept",)
+    assert (data.catalogue.codes[:, 0] == 0).sum() == 1  # the item the catalogue lacks
+    assert (tmp_path / "good" / "run" / "recommendations.parquet").is_file()

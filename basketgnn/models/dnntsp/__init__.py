@@ -8,6 +8,7 @@ from typing import Any
 
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
+from basketgnn.errors import UserError
 from basketgnn.graph.cooccurrence import GraphBatch, UserGraphs, build_user_graphs
 from basketgnn.models.dnntsp.explain import attention_by_basket
 from basketgnn.models.dnntsp.model import DNNTSP, DNNTSPConfig
@@ -35,6 +36,13 @@ def _too_small_for_batchnorm(batch: GraphBatch) -> bool:
 
 
 def _init(module: DNNTSP, data: BasketData, train: Instances, config: Any) -> None:
+    if config.catalogue_columns:
+        if data.catalogue is None:
+            raise UserError(
+                "catalogue_columns needs an item catalogue in the prepared data: prepare the log "
+                "with `basketgnn prepare ... --items CATALOGUE` (or leave catalogue_columns empty)."
+            )
+        module.init_catalogue(data.catalogue.select(list(config.catalogue_columns), "catalogue_columns: "))
     if config.item_prior:
         module.init_item_prior(data.targets(train.users, train.n_history).values, len(train))
     elif config.base_rate_init:
@@ -60,6 +68,7 @@ PAPER = {
     "head_merge": "concat", "aggregation": "learned", "gate": "learned", "dropout": 0.0,
     "presence": False, "repeat_features": False, "user_context": False, "item_prior": False,
     "explore_attention": False, "membership_steps": 0,
+    "catalogue_columns": None, "catalogue_buckets": 4096,
     "max_history": 0, "train_history_items": 0, "base_rate_init": False, "train_prefixes": False,
     "loss": "softmargin", "lr": 0.001, "weight_decay": 0.0, "batch_size": 64, "batch_work": 0,
     "batch_order": "ordered", "epochs": 100, "patience": 100, "min_steps": 0,

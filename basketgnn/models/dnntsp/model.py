@@ -82,6 +82,16 @@ class DNNTSPConfig(TrainOptions):
     base_rate_init: bool = Field(
         False, description="Beyond the paper: the output bias starts at the targets' base rate instead of near 0."
     )
+    catalogue_columns: list[str] | None = Field(
+        None,
+        description="Beyond the paper: these columns of the data's item catalogue (prepare --items) add a "
+        "learned embedding per value to each item's embedding, so rare items share what common ones learn.",
+    )
+    catalogue_buckets: int = Field(
+        4096, ge=1,
+        description="Rows of each catalogue column's embedding table; a column with more values shares rows "
+        "(value code modulo N).",
+    )  # fmt: skip
     max_history: int = Field(
         20, ge=0, description="Beyond the paper: the model reads each customer's last N baskets (0: all)."
     )
@@ -134,10 +144,23 @@ class DNNTSP(nn.Module):
         item_prior: bool = False,
         explore_attention: bool = False,
         membership_steps: int = 0,
+        catalogue_columns: list[str] | None = None,
+        catalogue_buckets: int = 4096,
     ) -> None:
         super().__init__()
         self.num_items = num_items
         self.embedding = nn.Embedding(num_items, embed_dim)
+        # Catalogue features: column c's value code k has row c * buckets + k % buckets, zero at
+        # the start (the model starts as the one without them); item_codes [I, C] is set by
+        # init_catalogue and saved with the weights. Without columns neither exists, so the
+        # state dict is the one of a model without the option.
+        self.catalogue_buckets = catalogue_buckets
+        self.catalogue: nn.Embedding | None = None
+        C = len(catalogue_columns or [])
+        if C:
+            self.catalogue = nn.Embedding(C * catalogue_buckets, embed_dim)
+            nn.init.zeros_(self.catalogue.weight)
+        self.register_buffer("item_codes", torch.zeros(num_items, C, dtype=torch.int64) if C else None)
         self.presence = nn.Parameter(torch.zeros(embed_dim)) if presence else None
         self.gcn = WeightedGCN(embed_dim, gcn_layers, dropout) if gcn else None
         self.attention = (
@@ -174,6 +197,8 @@ class DNNTSP(nn.Module):
             item_prior=config.item_prior,
             explore_attention=config.explore_attention,
             membership_steps=config.membership_steps,
+            catalogue_columns=config.catalogue_columns,
+            catalogue_buckets=config.catalogue_buckets,
         )
         model.batchnorm_padding = config.batchnorm_padding
         return model
@@ -189,10 +214,27 @@ class DNNTSP(nn.Module):
         counts = torch.bincount(torch.as_tensor(target_items, dtype=torch.int64), minlength=self.num_items)
         self.scorer.set_item_prior(counts.double() / max(n_targets, 1))
 
+    def init_catalogue(self, codes: torch.Tensor | np.ndarray) -> None:
+        """Set each item's catalogue value codes (0 = unknown). Shapes: codes [I, C]."""
+        if self.item_codes is None:
+            raise ValueError("init_catalogue needs catalogue_columns")
+        self.item_codes.copy_(torch.as_tensor(np.asarray(codes), dtype=torch.int64))
+
+    def item_vectors(self) -> torch.Tensor:
+        """Each item's embedding E_i plus, with catalogue columns, the sum of its values'
+        embeddings F_c[code_ic]: the item vectors the GCN and the scorer read. Shapes: -> [I, d]."""
+        if self.catalogue is None or self.item_codes is None:
+            return self.embedding.weight
+        C, B = self.item_codes.shape[1], self.catalogue_buckets
+        rows = self.item_codes % B + torch.arange(C, device=self.item_codes.device) * B  # [I, C]
+        features = self.catalogue.weight.index_select(0, rows.reshape(-1)).view(self.num_items, C, -1)
+        return self.embedding.weight + features.sum(1)  # [I, d]
+
     def row_features(self, batch: GraphBatch) -> torch.Tensor:
         """GCN output of every distinct row (see graph.cooccurrence). Shapes: -> [R, d]."""
         # index_select on the weight = the embedding lookup, with a cheaper backward on CPU.
-        x = self.embedding.weight.index_select(0, batch.node_item[batch.row_node])  # [R, d]
+        E = self.item_vectors()  # [I, d]
+        x = E.index_select(0, batch.node_item[batch.row_node])  # [R, d]
         if self.presence is not None:
             x = x + batch.row_present.unsqueeze(1).to(x.dtype) * self.presence
         if self.gcn is not None:
@@ -202,7 +244,7 @@ class DNNTSP(nn.Module):
                 # Each node's padded timestamps, T_max - T_u of them: input E[i] (an absent row's).
                 pad = batch.max_len - batch.node_len  # [M]
                 keep = pad > 0
-                pad_x = self.embedding.weight.index_select(0, batch.node_item[keep])  # [P, d]
+                pad_x = E.index_select(0, batch.node_item[keep])  # [P, d]
                 return self.gcn(graph, x, batch.row_weight, pad_x, pad[keep])
             return self.gcn(graph, x, batch.row_weight)
         # Static embeddings, zero where the item is not in the basket, so the sequence
@@ -245,12 +287,12 @@ class DNNTSP(nn.Module):
         if not self.scorer.shared_outside_history:
             return None
         z = self.node_vectors(batch)  # [M, d]
-        return self.scorer.node_scores(self.embedding.weight, z, batch.node_item, self._node_features(batch, z))
+        return self.scorer.node_scores(self.item_vectors(), z, batch.node_item, self._node_features(batch, z))
 
     def score_nodes(self, batch: GraphBatch, z: torch.Tensor) -> torch.Tensor:
         """Gated scoring of all items from the user-nodes' vectors. Shapes: z [M, d] -> [B, I]."""
         return self.scorer(
-            self.embedding.weight, z, batch.node_item, batch.node_user, batch.batch_size,
+            self.item_vectors(), z, batch.node_item, batch.node_user, batch.batch_size,
             self._node_features(batch, z),
         )
 
