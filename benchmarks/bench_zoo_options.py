@@ -80,14 +80,36 @@ def one(data: str, model: str, variant: str, seed: int, runs: Path) -> dict:
     }
 
 
+#: The default's earlier seed-0 runs in zoo.jsonl (BENCHMARKS.md section 8; fusion tifu, so their
+#: model-only test metrics and the fusion's model-alone validation metrics): DC retrained with
+#: item transitions, TaFeng trained to early stopping.
+EARLIER_DEFAULT = {"DC": "zoo-transitions", "TaFeng": "converged"}
+
+
+def earlier_defaults() -> list[dict]:
+    """zoo.jsonl's seed-0 default runs as rows of this benchmark (variant "default, zoo.jsonl")."""
+    out = []
+    for line in (RESULTS / "zoo.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        if r["seed"] == 0 and r["model"] in OBJECTIVE and r.get("tag") == EARLIER_DEFAULT.get(r["data"]) \
+                and not r.get("variant"):
+            validate = (r.get("validation") or {}).get("model_alone_metrics") or {}
+            out.append({"data": r["data"], "model": r["model"], "variant": "default, zoo.jsonl",
+                        "epochs_run": r["epochs_run"], "best_epoch": r["best_epoch"],
+                        "validate": validate, "test": r["model_only"]["metrics"]})
+    return out
+
+
 def summary() -> str:
     rows = [json.loads(line) for line in (RESULTS / "zoo_options.jsonl").read_text().splitlines() if line.strip()]
+    rows += earlier_defaults()
+    order = [*VARIANTS, "default, zoo.jsonl"]
     names = [f"{m}@{k}" for k in (10, 20) for m in ("recall", "ndcg", "phr")]
     out = ["| data | model | variant | epochs (best) | validation R / N / P @10 | test R / N / P @10 "
            "| test R / N / P @20 | test repeat / explore recall@10 |", "|---|---|---|---|---|---|---|---|"]
-    for r in sorted(rows, key=lambda r: (r["data"], r["model"], list(VARIANTS).index(r["variant"]))):
+    for r in sorted(rows, key=lambda r: (r["data"], r["model"], order.index(r["variant"]))):
         v, t = r["validate"], r["test"]
-        cell = lambda m, names: " / ".join(f"{m[n]:.4f}" for n in names)  # noqa: E731
+        cell = lambda m, names: " / ".join(f"{m[n]:.4f}" if n in m else "-" for n in names)  # noqa: E731
         out.append(f"| {r['data']} | {r['model']} | {r['variant']} | {r['epochs_run']} ({r['best_epoch']}) "
                    f"| {cell(v, names[:3])} | {cell(t, names[:3])} | {cell(t, names[3:])} "
                    f"| {cell(t, ['repeat_recall@10', 'explore_recall@10'])} |")
