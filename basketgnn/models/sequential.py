@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from basketgnn.data.dataset import BasketData
@@ -30,6 +32,22 @@ class PrefixTrainedOptions(SequenceOptions):
     lr: float = Field(3e-3, gt=0, description="Adam learning rate.")
     epochs: int = Field(40, ge=1, description="Maximum number of epochs.")
     patience: int = Field(4, ge=1, description="Stop after this many epochs without a better validation NDCG.")
+
+
+class AttentionEncoderOptions(PrefixTrainedOptions):
+    """How SASRec and BERT4Rec turn a basket into a vector and read the sequence's states out;
+    the defaults (the mean of the item vectors, one state) are the models as published."""
+
+    basket_encoder: Literal["mean", "attention"] = Field(
+        "mean",
+        description="mean: a basket is the mean of its item vectors; attention: the hierarchical encoder, one "
+        "Transformer block among a basket's items before the mean, then the blocks across baskets.",
+    )
+    interests: int = Field(
+        1, ge=1,
+        description="1: score items with the step's state; K > 1: the multi-interest readout, K attention "
+        "pools of the states, an item scored by the largest of its K scores.",
+    )  # fmt: skip
 
 
 def batches(data: BasketData, instances: Instances, config: SequenceOptions, with_targets: bool) -> SequenceSource:

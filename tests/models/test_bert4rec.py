@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
-import torch.nn.functional as F
 
 from basketgnn.models.bert4rec import SPEC, BERT4RecConfig
-from basketgnn.nn.losses import multi_hot
 from tests.support.reference_zoo import bert4rec_logits
 from tests.support.zoo import (
+    ENCODER_OPTIONS,
     TINY_ITEMS,
     histories,
     model_vs_popularity,
@@ -33,37 +33,6 @@ def test_inference_matches_reference():
         torch.testing.assert_close(scores[row], ref, rtol=1e-10, atol=1e-10)
 
 
-def test_cloze_loss_and_gradients_match_reference():
-    config = BERT4RecConfig(dim=8, heads=2, blocks=2, ffn_dim=16, dropout=0.0, max_len=4, mask_prob=0.5)
-    model, batch = tiny(config)
-    model.train()  # dropout is 0: training differs from inference only by the Cloze masks
-    torch.manual_seed(3)
-    scores = model(batch)
-    masked = model.cloze.masked.clone()  # [B, T + 1]
-    assert masked[:, :-1].any(), "the draw should mask some history basket"
-    loss = SPEC.loss(model, batch, scores, config)
-    loss.backward()
-    fast = [p.grad.clone() for p in model.parameters()]
-    model.zero_grad()
-    # Reference: every masked step's multi-hot target, binary cross-entropy averaged over all.
-    targets = multi_hot(batch.target_items, batch.target_offsets, TINY_ITEMS).double()
-    logits, ys = [], []
-    for row, history in enumerate(histories(config.max_len)):
-        n = len(history)
-        step_logits = bert4rec_logits(model, history + [[]], masked[row, : n + 1].tolist())
-        for t in range(n):
-            if masked[row, t]:
-                logits.append(step_logits[t])
-                ys.append(torch.zeros(TINY_ITEMS, dtype=torch.float64).index_fill_(0, torch.tensor(history[t]), 1.0))
-        logits.append(step_logits[n])
-        ys.append(targets[row])
-    ref = F.binary_cross_entropy_with_logits(torch.stack(logits), torch.stack(ys))
-    torch.testing.assert_close(loss, ref, rtol=1e-10, atol=1e-12)
-    ref.backward()
-    for g, p in zip(fast, model.parameters()):
-        torch.testing.assert_close(g, p.grad, rtol=1e-9, atol=1e-11)
-
-
 def test_masking_follows_its_rate_on_real_baskets_only():
     config = BERT4RecConfig(dim=4, heads=1, ffn_dim=4, mask_prob=0.3)
     model = SPEC.build(5, config)
@@ -78,8 +47,9 @@ def test_masking_follows_its_rate_on_real_baskets_only():
     assert abs(masked[:, 0].float().mean().item() - 0.3) < 4 * (0.21 / 2000) ** 0.5
 
 
-def test_masked_baskets_and_target_never_leak():
-    config = BERT4RecConfig(dim=8, heads=2, ffn_dim=16, dropout=0.1, max_len=4, mask_prob=0.5)
+@pytest.mark.parametrize("options", [{}, *ENCODER_OPTIONS.values()], ids=["default", *ENCODER_OPTIONS])
+def test_masked_baskets_and_target_never_leak(options):
+    config = BERT4RecConfig(dim=8, heads=2, ffn_dim=16, dropout=0.1, max_len=4, mask_prob=0.5, **options)
     model, batch = tiny(config)
     model.train()
     torch.manual_seed(5)

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from basketgnn.models.din import SPEC, DINConfig
+from basketgnn.workflow.config import load_config
 from tests.support.reference_zoo import din_scores
 from tests.support.zoo import (
     TINY_ITEMS,
@@ -54,3 +55,10 @@ def test_learns_a_planted_signal_and_beats_popularity():
     recall, popularity, losses = model_vs_popularity(SPEC, config, epochs=8)
     assert losses[-1] < 0.8 * losses[0]
     assert recall > popularity + 0.1, (recall, popularity)
+
+
+def test_paper_preset_loads_with_the_papers_network():
+    settings = load_config(model="din", preset="paper")
+    config = settings.model
+    assert (config.dim, config.attention_hidden, config.hidden, config.activation) == (12, [36], [200, 80], "dice")
+    assert (config.history, config.batch_size, settings.fusion.fusion) == ("items", 32, "off")

@@ -91,14 +91,71 @@ def target_attention(unit: TargetAttention, history: torch.Tensor, target: torch
     return sum(a[j] * history[j] for j in range(len(history))), a
 
 
-def sasrec_scores(model, baskets: list[list[int]]) -> torch.Tensor:
-    """SASRec (no dropout) for one user's history baskets -> scores [I] (and every state [T, d])."""
+def basket_vector(model, basket: list[int]) -> torch.Tensor:
+    """A basket's vector: the mean of its item embeddings, or (the hierarchical encoder) one
+    Transformer block among its items, then the mean of their outputs."""
     E = model.items.weight
-    x = torch.stack([basket_mean(E, b) + model.positions.weight[t] for t, b in enumerate(baskets)])
+    if not hasattr(model.pool, "block"):
+        return basket_mean(E, basket)
+    inside = transformer_block(model.pool.block, torch.stack([E[i + 1] for i in basket]))  # [|S|, d]
+    return inside.mean(dim=0)
+
+
+def interest_vectors(readout, states: torch.Tensor, t: int, keys: list[int]) -> torch.Tensor:
+    """The K interest vectors of step t reading the states ``keys`` -> [K, d], one by one:
+    softmax over s of (q_k + F_t) · (W_K F_s + b_K) / sqrt(d), then Σ_s a_s (W_V F_s + b_V)."""
+    d = states.shape[1]
+    out = []
+    for k in range(readout.interests):
+        query = readout.queries[k] + states[t]
+        logits = torch.stack([query @ linear(states[s], readout.key) for s in keys]) / math.sqrt(d)
+        w = torch.exp(logits - logits.max())
+        w = w / w.sum()
+        out.append(sum(w[n] * linear(states[s], readout.value) for n, s in enumerate(keys)))
+    return torch.stack(out)
+
+
+def best_interest(vectors: torch.Tensor, item_vector: torch.Tensor) -> torch.Tensor:
+    """max_k vectors[k] · item_vector, one interest at a time."""
+    return torch.stack([v @ item_vector for v in vectors]).max()
+
+
+def sasrec_states(model, baskets: list[list[int]]) -> torch.Tensor:
+    """SASRec (no dropout): every state F_t [T, d] of one user's history baskets."""
+    x = torch.stack([basket_vector(model, b) + model.positions.weight[t] for t, b in enumerate(baskets)])
     for block in model.blocks:
         x = transformer_block(block, x)
-    states = layer_norm(x, model.norm)
-    return states[-1] @ E[1:].T, states
+    return layer_norm(x, model.norm)
+
+
+def sasrec_step_scorer(model, states: torch.Tensor, t: int):
+    """Step t's score of one item (E row ``item + 1``): F_t · E, or the best of the K interests
+    read causally from F_{<= t}."""
+    E = model.items.weight
+    if model.readout is None:
+        return lambda item: states[t] @ E[item + 1]
+    vectors = interest_vectors(model.readout, states, t, list(range(t + 1)))
+    return lambda item: best_interest(vectors, E[item + 1])
+
+
+def sasrec_scores(model, baskets: list[list[int]]) -> torch.Tensor:
+    """SASRec (no dropout) for one user's history baskets -> scores [I] (and every state [T, d])."""
+    states = sasrec_states(model, baskets)
+    score = sasrec_step_scorer(model, states, len(baskets) - 1)
+    return torch.stack([score(i) for i in range(model.n_items)]), states
+
+
+def sasrec_bce_terms(model, baskets: list[list[int]], target: list[int], negatives: list[int]) -> list[torch.Tensor]:
+    """SASRec's sampled BCE loss term of every step of one user, given each step's negative
+    (catalogue index): -mean_{i ∈ o_t} log σ(r_{t,i}) - log(1 - σ(r_{t,j_t})), o_t the next basket."""
+    states = sasrec_states(model, baskets)
+    terms = []
+    for t in range(len(baskets)):
+        score = sasrec_step_scorer(model, states, t)
+        expected = baskets[t + 1] if t + 1 < len(baskets) else target
+        positive = torch.stack([torch.log(torch.sigmoid(score(i))) for i in expected]).mean()
+        terms.append(-positive - torch.log(1 - torch.sigmoid(score(negatives[t]))))
+    return terms
 
 
 def bert4rec_logits(model, baskets: list[list[int]], masked: list[bool]) -> torch.Tensor:
@@ -106,13 +163,19 @@ def bert4rec_logits(model, baskets: list[list[int]], masked: list[bool]) -> torc
     step); ``masked[t]`` replaces step t by the mask vector -> logits of every step [T, I]."""
     E = model.items.weight
     steps = [
-        (model.mask_vector if m else basket_mean(E, b)) + model.positions.weight[t]
+        (model.mask_vector if m else basket_vector(model, b)) + model.positions.weight[t]
         for t, (b, m) in enumerate(zip(baskets, masked))
     ]
     x = layer_norm(torch.stack(steps), model.input_norm)
     for block in model.blocks:
         x = transformer_block(block, x)
-    return gelu(linear(x, model.head)) @ E[1:].T + model.item_bias
+    if model.readout is None:
+        return gelu(linear(x, model.head)) @ E[1:].T + model.item_bias
+    rows = []
+    for t in range(len(steps)):
+        vectors = gelu(linear(interest_vectors(model.readout, x, t, list(range(len(steps)))), model.head))
+        rows.append(torch.stack([best_interest(vectors, E[i + 1]) for i in range(model.n_items)]))
+    return torch.stack(rows) + model.item_bias
 
 
 def din_scores(model, baskets: list[list[int]]) -> torch.Tensor:

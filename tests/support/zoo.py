@@ -101,6 +101,13 @@ SEQUENCES = [[[1, 2], [3], [4, 5, 6], [0, 7]], [[0], [2, 3]], [[5], [5, 6], [1],
 USERS, N_HISTORY = np.array([0, 1, 2, 2]), np.array([3, 1, 4, 2])
 TINY_ITEMS = 8
 
+#: SASRec's and BERT4Rec's encoder options, each alone and together, as tests parametrise them.
+ENCODER_OPTIONS = {
+    "multi-interest": {"interests": 3},
+    "hierarchical": {"basket_encoder": "attention"},
+    "both": {"interests": 2, "basket_encoder": "attention"},
+}
+
 
 def tiny_batch(spec: ModelSpec, config):
     """The tiny data's instances as one batch, with targets."""

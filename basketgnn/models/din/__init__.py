@@ -35,6 +35,18 @@ def candidate_loss(module: nn.Module, batch: SequenceBatch, scores: torch.Tensor
     return compute_loss(config.loss, scores, y)
 
 
+#: ``basketgnn train --model din --preset paper``: the published network (Zhou et al. 2018, Fig. 2
+#: and section 6): embeddings of size 12, the activation unit's hidden layer 36, the scoring MLP
+#: 200-80 with Dice, attention over every behaviour (each history item, not pooled baskets), 32
+#: samples a batch (their public-data setting), no fusion. Their optimiser (SGD, lr 1 decayed by
+#: 0.1) and mini-batch aware regularisation are not options of the engine: Adam keeps the
+#: default learning rate.
+PAPER = {
+    "dim": 12, "attention_hidden": [36], "hidden": [200, 80], "activation": "dice", "history": "items",
+    "batch_size": 32, "fusion": "off",
+}  # fmt: skip
+
+
 SPEC = ModelSpec(
     name="din",
     description="DIN: target attention of every item over the history (Zhou et al. 2018)",
@@ -42,6 +54,7 @@ SPEC = ModelSpec(
     build=build,
     batches=batches,
     loss=candidate_loss,
+    presets={"paper": PAPER},
 )
 
 __all__ = ["SPEC", "DIN", "DINConfig", "candidate_loss"]
