@@ -131,7 +131,7 @@ def attach_catalogue(
             f"--items-missing {UNKNOWN} to give them the value {UNKNOWN!r} in every column."
         )
     codes, kept = [], []
-    for column, cells in values.items():
+    for cells in values.values():
         code, vocabulary = _codes(cells, rows)
         codes.append(code)
         kept.append(vocabulary)

@@ -174,7 +174,7 @@ def _once_closed(
         at = 0.0
         for h in range(heads):
             at += hw[h, 4]
-        for t in range(min(p, L)):
+        for _t in range(min(p, L)):  # repeated adds: the general path's rounding
             for h in range(heads):
                 hw[h, 6] += at
     if p < L and (has_w or p == last):  # t = p

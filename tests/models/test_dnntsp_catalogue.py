@@ -14,7 +14,7 @@ from basketgnn.data.catalogue import ItemCatalogue
 from basketgnn.data.dataset import from_sequences
 from basketgnn.data.split import Instances
 from basketgnn.errors import UserError
-from basketgnn.models.dnntsp import SPEC, DNNTSP, DNNTSPConfig
+from basketgnn.models.dnntsp import DNNTSP, SPEC, DNNTSPConfig
 from tests.models.test_dnntsp_faithful import BATCHES, DIM, N_ITEMS, make_batch, make_model
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -11,7 +11,14 @@ import torch
 from basketgnn.nn import gcn_kernel
 from basketgnn.nn.weighted_gcn import WeightedGCN, weighted_sum
 from tests.nn.test_attention_kernel import DIM, _batch, _users
-from tests.nn.test_weighted_gcn import PAIR_ROW, PAIR_SLOT, ROW_SCALE, ROW_SELF, _dense_factored, _factored
+from tests.nn.test_weighted_gcn import (
+    PAIR_ROW,
+    PAIR_SLOT,
+    ROW_SCALE,
+    ROW_SELF,
+    _dense_factored,
+    _factored,
+)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
