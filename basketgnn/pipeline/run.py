@@ -46,12 +46,14 @@ from basketgnn.pipeline.history import (
     record_run,
     run_log,
 )
+from basketgnn.pipeline.prepared import SPLIT_FILE, prepare_into, split_file
 from basketgnn.pipeline.schema import AUTO_MODEL, PREVIOUS, EvaluateSpec, in_job_terms, load_job
 
 if TYPE_CHECKING:
     from basketgnn.data.dataset import BasketData
     from basketgnn.data.split import Split
-    from basketgnn.pipeline.schema import Job
+    from basketgnn.pipeline.prepared import SPLIT_FILE, prepare_into, split_file
+from basketgnn.pipeline.schema import Job
 
 RECOMMENDATION_FILES = ("recommendations.parquet", "recommendations.csv")
 EVALUATED_PART = "test"
@@ -139,7 +141,7 @@ class _Runner:
         if self._split is None:
             from basketgnn.data.split import load_split
 
-            self._split = load_split(split.dir / "split.json", self.data(prepare))
+            self._split = load_split(split_file(split.dir), self.data(prepare))
         return self._split
 
     # -- the job, stage by stage ----------------------------------------------------------------
@@ -328,7 +330,6 @@ class _Runner:
     # -- what the stages compute ----------------------------------------------------------------
 
     def _prepare(self, folder: Path) -> dict[str, Any]:
-        from basketgnn import workflow
         from basketgnn.fingerprint import data_fingerprint
 
         inp = self.job.spec.input
@@ -337,10 +338,9 @@ class _Runner:
         if not (path.is_file() and path.suffix == ".json"):
             self.say(f"  reading {path} with {inp.engine}")
         try:
-            data = workflow.prepare(path, columns, options, inp.memory_limit)
+            data = prepare_into(path, columns, options, folder / "data", inp.memory_limit)
         except UserError as e:
             raise in_job_terms(e, self.job.config_path.name) from None
-        data.save(folder / "data")
         described = {
             "source": str(path),
             "engine": inp.engine,
@@ -379,7 +379,7 @@ class _Runner:
             from basketgnn.data.sample import sample_split
 
             split, sampled = sample_split(split, data, n, self.job.spec.train.sample_seed)
-        save_split(split, data, folder / "split.json")
+        save_split(split, data, folder / SPLIT_FILE)
         sizes = {p: len(inst) for p, inst in split.parts.items()}
         info: dict[str, Any] = {"name": split.name, "sizes": sizes}
         return info if sampled is None else {**info, "sample": sampled.as_dict()}
@@ -408,7 +408,7 @@ class _Runner:
             )
 
         # The stamp lets `basketgnn predict/evaluate --checkpoint` find this run's data and split.
-        stamp = workflow.data_stamp(prepare.dir / "data", split.dir / "split.json")
+        stamp = workflow.data_stamp(prepare.dir / "data", split_file(split.dir))
         entry = workflow.ModelEntry(name, settings, out_dir=folder, warm_start=warm, stamp=stamp)
         outcome = workflow.train(entry, data, sp, progress=self.progress, on_epoch=on_epoch)
         result = outcome.training
