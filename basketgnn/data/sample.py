@@ -93,10 +93,16 @@ def sampled_customers(customer_ids: np.ndarray, n: int, seed: int) -> np.ndarray
     return mask
 
 
-def sample_split(split: Split, data: BasketData, n: int, seed: int = 0) -> tuple[Split, CustomerSample]:
+def sample_split(
+    split: Split, data: BasketData, n: int, seed: int = 0, mask: np.ndarray | None = None
+) -> tuple[Split, CustomerSample]:
     """``split`` with its training and validation parts restricted to a sample of ``n``
-    customers (module docstring); the test part unchanged."""
-    mask = sampled_customers(data.user_ids, n, seed)
+    customers (module docstring); the test part unchanged. ``mask``: the sample's
+    :func:`sampled_customers` when already computed.
+
+    Shapes: mask [n_users] bool."""
+    if mask is None:
+        mask = sampled_customers(data.user_ids, n, seed)
     parts: dict[str, Instances] = {}
     for name, inst in split.parts.items():
         if name in SAMPLED_PARTS:

@@ -14,6 +14,8 @@ if TYPE_CHECKING:
 
 #: The split stage's file (``basketgnn.data.split.save_split_arrays``).
 SPLIT_FILE = "split.npz"
+#: The split stage's training sample (``basketgnn.data.sample.sampled_customers``), when sampling.
+SAMPLE_MASK = "sampled.npy"
 
 
 def prepare_into(

@@ -46,13 +46,13 @@ from basketgnn.pipeline.history import (
     record_run,
     run_log,
 )
-from basketgnn.pipeline.prepared import SPLIT_FILE, prepare_into, split_file
+from basketgnn.pipeline.prepared import SAMPLE_MASK, SPLIT_FILE, prepare_into, split_file
 from basketgnn.pipeline.schema import AUTO_MODEL, PREVIOUS, EvaluateSpec, in_job_terms, load_job
 
 if TYPE_CHECKING:
     from basketgnn.data.dataset import BasketData
     from basketgnn.data.split import Split
-    from basketgnn.pipeline.prepared import SPLIT_FILE, prepare_into, split_file
+    from basketgnn.pipeline.prepared import SAMPLE_MASK, SPLIT_FILE, prepare_into, split_file
 from basketgnn.pipeline.schema import Job
 
 RECOMMENDATION_FILES = ("recommendations.parquet", "recommendations.csv")
@@ -376,9 +376,12 @@ class _Runner:
         split = workflow.split(data, kind, self.job.spec.split.seed)
         sampled = None
         if (n := self.job.spec.train.sample_customers) is not None:
-            from basketgnn.data.sample import sample_split
+            from basketgnn.data.sample import sample_split, sampled_customers
 
-            split, sampled = sample_split(split, data, n, self.job.spec.train.sample_seed)
+            seed = self.job.spec.train.sample_seed
+            mask = sampled_customers(data.user_ids, n, seed)
+            np.save(folder / SAMPLE_MASK, mask)  # evaluate's held-out customers reuse it
+            split, sampled = sample_split(split, data, n, seed, mask)
         save_split(split, data, folder / SPLIT_FILE)
         sizes = {p: len(inst) for p, inst in split.parts.items()}
         info: dict[str, Any] = {"name": split.name, "sizes": sizes}
@@ -439,7 +442,7 @@ class _Runner:
         from basketgnn import workflow
 
         data, sp = self.data(prepare), self.split(split, prepare)
-        sp = self._evaluated_customers(data, sp)
+        sp = self._evaluated_customers(data, sp, split.dir / SAMPLE_MASK)
         source = prepare.info["source"]
         records = []
         for name, options in self.job.baselines:
@@ -462,14 +465,18 @@ class _Runner:
         write_json(folder / "results.json", records)
         return {"models": [r["model"] for r in records], "customers": len(sp[EVALUATED_PART])}
 
-    def _evaluated_customers(self, data: BasketData, sp: Split) -> Split:
-        """``sp`` with the evaluated part that the ``evaluate`` section asks for."""
+    def _evaluated_customers(self, data: BasketData, sp: Split, mask_file: Path) -> Split:
+        """``sp`` with the evaluated part that the ``evaluate`` section asks for (the training
+        sample's mask read from the split stage's ``mask_file`` when it wrote one)."""
         ev, train = self.job.spec.evaluate, self.job.spec.train
         trained_on = None
         if ev.held_out and train.sample_customers is not None:
             from basketgnn.data.sample import sampled_customers
 
-            trained_on = sampled_customers(data.user_ids, train.sample_customers, train.sample_seed)
+            if mask_file.is_file():
+                trained_on = np.load(mask_file)
+            else:
+                trained_on = sampled_customers(data.user_ids, train.sample_customers, train.sample_seed)
         sp = evaluation_split(sp, ev, trained_on)
         if ev.customers is not None or trained_on is not None:
             self.say(

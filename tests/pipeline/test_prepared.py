@@ -48,3 +48,22 @@ def test_the_split_stage_writes_arrays_that_load_as_the_split(first, tmp_path):
     # a stage folder holding the JSON form only is read as such
     save_split(expected, data, tmp_path / "split.json")
     assert split_file(tmp_path) == tmp_path / "split.json"
+
+
+def test_the_split_stage_keeps_the_sample_that_evaluate_holds_out(log, tmp_path):
+    import copy
+
+    from basketgnn.data.sample import sampled_customers
+    from basketgnn.pipeline.prepared import SAMPLE_MASK
+    from tests.support.pipeline import BASELINES_ONLY, run, write_job
+
+    job = write_job(tmp_path / "h", log[0], **copy.deepcopy(BASELINES_ONLY),
+                    train={"sample_customers": 60, "sample_seed": 2}, evaluate={"held_out": True})  # fmt: skip
+    summary = run(job)
+    run_dir = tmp_path / "h" / "run"
+    data = BasketData.load(_stage(run_dir, "prepare") / "data")
+    mask = np.load(_stage(run_dir, "split") / SAMPLE_MASK)
+    assert np.array_equal(mask, sampled_customers(data.user_ids, 60, 2)) and mask.sum() == 60
+    test = load_split(_stage(run_dir, "split") / SPLIT_FILE, data)["test"]
+    metrics = json.loads(summary["outputs"]["metrics"].read_text())
+    assert all(m["n_users"] == int((~mask[test.users]).sum()) for m in metrics["models"])
