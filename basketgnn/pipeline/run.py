@@ -335,7 +335,7 @@ class _Runner:
         inp = self.job.spec.input
         path = self.job.input_path
         columns, options = inp.prepare_arguments()
-        if not (path.is_file() and path.suffix == ".json"):
+        if not (path.is_file() and path.suffix == ".json") and not (path / "meta.json").is_file():
             self.say(f"  reading {path} with {inp.engine}")
         try:
             data = prepare_into(path, columns, options, folder / "data", inp.memory_limit)

@@ -67,3 +67,20 @@ def test_the_split_stage_keeps_the_sample_that_evaluate_holds_out(log, tmp_path)
     test = load_split(_stage(run_dir, "split") / SPLIT_FILE, data)["test"]
     metrics = json.loads(summary["outputs"]["metrics"].read_text())
     assert all(m["n_users"] == int((~mask[test.users]).sum()) for m in metrics["models"])
+
+
+def test_a_prepared_dataset_folder_is_an_input(first, tmp_path):
+    import copy
+
+    from tests.support.pipeline import BASELINES_ONLY, run, write_job
+
+    config, _ = first
+    source = _stage(config.parent / "run", "prepare") / "data"
+    summary = run(write_job(tmp_path / "p", source, **copy.deepcopy(BASELINES_ONLY)))
+    assert summary["ran"][0] == "prepare"
+    copied = BasketData.load(_stage(tmp_path / "p" / "run", "prepare") / "data")
+    original = BasketData.load(source)
+    for name in NAMES:
+        assert np.array_equal(getattr(copied, name), getattr(original, name)), name
+    again = run(write_job(tmp_path / "p", source, **copy.deepcopy(BASELINES_ONLY)))
+    assert "prepare" in again["cached"]  # the folder's files are the stage's key
