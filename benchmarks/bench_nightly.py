@@ -31,6 +31,7 @@ import json
 import os
 import re
 import resource
+import signal
 import subprocess
 import sys
 import threading
@@ -163,6 +164,10 @@ def run(args: argparse.Namespace) -> None:
     run_dir = Path(args.run_dir)
     job = run_dir.with_name(run_dir.name + ".yaml")
     spec = job_file(Path(args.config), Path(args.log), run_dir, args.set or [], job)
+    # A job started in the background ignores SIGINT (the shell's doing): restore it, and stop
+    # on SIGTERM the same way, so that a stopped run still records its finished stages.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     load_before = os.getloadavg()
     code = package()
     clock = StageClock()
