@@ -34,13 +34,34 @@ def data_fingerprint(
     if described is not None:
         h.update(json.dumps(described, sort_keys=True).encode())
     for arr in (data.items, data.basket_offsets, data.user_offsets, data.basket_times, data.user_part):
-        h.update(np.ascontiguousarray(arr).tobytes())
+        _update_array(h, arr)
     for ids in (data.user_ids, data.item_ids):
-        h.update(json.dumps(np.asarray(ids).tolist()).encode())
+        _update_json_list(h, np.asarray(ids))
     for inst in instance_sets:
-        h.update(np.ascontiguousarray(inst.users).tobytes())
-        h.update(np.ascontiguousarray(inst.n_history).tobytes())
+        _update_array(h, inst.users)
+        _update_array(h, inst.n_history)
     return h.hexdigest()
+
+
+#: Values hashed per block (memory stays a block's, the hash is that of the whole).
+_BLOCK = 1 << 22
+
+
+def _update_array(h: Any, arr: np.ndarray) -> None:
+    """``h.update(arr.tobytes())``, a block at a time (no copy of a contiguous array)."""
+    flat = np.asarray(arr).reshape(-1)
+    for start in range(0, len(flat), _BLOCK):
+        block = np.ascontiguousarray(flat[start : start + _BLOCK])
+        h.update(memoryview(block.view(np.uint8)))
+
+
+def _update_json_list(h: Any, ids: np.ndarray) -> None:
+    """``h.update(json.dumps(ids.tolist()).encode())``, a block of values at a time."""
+    h.update(b"[")
+    for start in range(0, len(ids), _BLOCK // 8):
+        text = ", ".join(json.dumps(v) for v in ids[start : start + _BLOCK // 8].tolist())
+        h.update(((", " if start else "") + text).encode())
+    h.update(b"]")
 
 
 def settings_hash(obj: Any, digits: int | None = None) -> str:

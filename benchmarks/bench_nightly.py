@@ -13,7 +13,9 @@ The job is ``basketgnn pipeline`` in this process, on the YAML ``--config`` with
 ``--set key.sub=value`` overrides one more, value as YAML). A thread samples the process's
 resident memory every 0.1 s, and every stage line the pipeline prints marks a stage boundary, so
 each stage gets its wall seconds, CPU seconds (user + system, all threads) and peak RSS (the
-highest sample inside the stage; the job's exact peak is ``ru_maxrss``). The row, with the
+highest sample inside the stage; the job's exact peak is ``ru_maxrss``), and the peak of its
+anonymous part (resident memory less the file pages mapped in: the prepared data is read
+memory-mapped, and those pages are the system's cache, dropped under pressure). The row, with the
 load average and the job's metrics.json summary, is appended to
 benchmarks/results/nightly.jsonl, with the folder and commit of the ``basketgnn`` package that
 ran (the one ``import basketgnn`` finds: PYTHONPATH first). Resumable: the pipeline's stage
@@ -29,6 +31,7 @@ import json
 import os
 import re
 import resource
+import signal
 import subprocess
 import sys
 import threading
@@ -47,8 +50,16 @@ _STAGE = re.compile(r"\[stage \d+/\d+\] (\S+): (running|resuming|clearing|cached
 
 def rss_mb() -> float:
     """Current resident memory of this process, MB."""
+    return memory_mb()[0]
+
+
+def memory_mb() -> tuple[float, float]:
+    """(resident, anonymous resident) memory of this process, MB: the second leaves out the
+    file pages mapped in (the memory-mapped prepared data, which the system can drop)."""
     with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+        fields = f.read().split()
+    page = os.sysconf("SC_PAGE_SIZE") / 2**20
+    return int(fields[1]) * page, (int(fields[1]) - int(fields[2])) * page
 
 
 def cpu_s() -> float:
@@ -68,6 +79,8 @@ class StageClock(io.TextIOBase):
         self.stages: list[dict[str, Any]] = []
         self._open: dict[str, Any] | None = None
         self._peak = 0.0
+        self._peak_anon = 0.0
+        self.job_peak_anon = 0.0
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
@@ -75,24 +88,27 @@ class StageClock(io.TextIOBase):
 
     def _sample(self) -> None:
         while not self._stop.wait(0.1):
-            value = rss_mb()
+            value, anon = memory_mb()
             with self._lock:
                 self._peak = max(self._peak, value)
+                self._peak_anon = max(self._peak_anon, anon)
+                self.job_peak_anon = max(self.job_peak_anon, anon)
 
     def write(self, text: str) -> int:
         sys.stdout.write(text)
         sys.stdout.flush()
         for name, what in _STAGE.findall(text):
-            now, cpu, mem = time.perf_counter(), cpu_s(), rss_mb()
+            now, cpu, (mem, anon) = time.perf_counter(), cpu_s(), memory_mb()
             with self._lock:
                 if what in ("running", "resuming", "clearing") and self._open is None:
                     self._open = {"name": name, "t": now, "cpu": cpu}
-                    self._peak = mem
+                    self._peak, self._peak_anon = mem, anon
                 elif what == "done" and self._open is not None:
                     o, self._open = self._open, None
                     self.stages.append({
                         "name": name, "status": "ran", "wall_s": round(now - o["t"], 2),
                         "cpu_s": round(cpu - o["cpu"], 2), "peak_rss_mb": round(max(self._peak, mem)),
+                        "peak_anon_mb": round(max(self._peak_anon, anon)),
                     })  # fmt: skip
                 elif what == "cached":
                     self.stages.append({"name": name, "status": "cached"})
@@ -148,6 +164,10 @@ def run(args: argparse.Namespace) -> None:
     run_dir = Path(args.run_dir)
     job = run_dir.with_name(run_dir.name + ".yaml")
     spec = job_file(Path(args.config), Path(args.log), run_dir, args.set or [], job)
+    # A job started in the background ignores SIGINT (the shell's doing): restore it, and stop
+    # on SIGTERM the same way, so that a stopped run still records its finished stages.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     load_before = os.getloadavg()
     code = package()
     clock = StageClock()
@@ -177,6 +197,7 @@ def run(args: argparse.Namespace) -> None:
         "baskets": metrics["data"]["baskets"], "rows_read": metrics["data"]["report"].get("rows_read"),
         "stages": clock.stages, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "peak_anon_mb": round(clock.job_peak_anon),
         "load_before": [round(x, 2) for x in load_before],
         "load_after": [round(x, 2) for x in os.getloadavg()],
         "models": {
@@ -203,11 +224,11 @@ def summary() -> None:
             f"{r.get('rows_read') or 0:,} rows; {r['wall_s']:.0f} s wall, {r['cpu_s']:.0f} s CPU, "
             f"peak {r['peak_rss_mb']:,} MB; load {r['load_before']} -> {r['load_after']}"
         )
-        print("| stage | status | wall s | CPU s | peak RSS MB |\n|---|---|---|---|---|")
+        print("| stage | status | wall s | CPU s | peak RSS MB | peak anonymous MB |\n|---|---|---|---|---|---|")
         for s in r["stages"]:
             print(
                 f"| {s['name']} | {s['status']} | {s.get('wall_s', '')} | {s.get('cpu_s', '')} | "
-                f"{s.get('peak_rss_mb', '')} |"
+                f"{s.get('peak_rss_mb', '')} | {s.get('peak_anon_mb', '')} |"
             )
 
 

@@ -6,7 +6,9 @@ Layout, with a worked example of two customers (u0: {3, 5} then {5}; u1: {1}):
     basket_offsets = [0, 2, 3, 4]      # basket b = items[basket_offsets[b]:basket_offsets[b + 1]]
     user_offsets   = [0, 2, 3]         # user u = baskets user_offsets[u] .. user_offsets[u + 1] - 1
 
-Memory is proportional to the data (no Python lists of lists), and loading is one ``np.load``.
+Memory is proportional to the data (no Python lists of lists). A saved dataset is loaded
+memory-mapped (:mod:`basketgnn.data.arrays_file`): the arrays are views of the file, read page
+by page as they are used, so a dataset larger than memory can still be loaded and streamed.
 
 On disk a prepared dataset is a folder (format documented in ``data/README.md``)::
 
@@ -24,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from basketgnn.data.arrays_file import ArraysWriter, load_arrays
 from basketgnn.data.catalogue import ItemCatalogue
 from basketgnn.errors import UserError
 from basketgnn.io_utils import atomic_path
@@ -33,6 +36,8 @@ FORMAT_VERSION = 1
 #: Names of the parts of a predefined user split, in ``user_part`` code order (0, 1, 2).
 PARTS = ("train", "validate", "test")
 NO_TIME = np.iinfo(np.int64).min
+#: The arrays' file inside a prepared dataset folder.
+ARRAYS_FILE = "arrays.npz"
 
 
 def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -231,17 +236,32 @@ class BasketData:
         """Write the dataset folder atomically (a crash leaves any earlier folder intact).
 
         An existing folder is replaced only when it is empty or a prepared dataset, never a
-        folder holding anything else.
+        folder holding anything else. Arrays are copied a block at a time, so saving data that
+        is itself memory-mapped costs no more memory than a block.
         """
         path = Path(path)
-        if path.exists() and (
-            not path.is_dir()
-            or (any(path.iterdir()) and not (path / "meta.json").is_file())
-        ):
-            raise UserError(
-                f"{path} exists and is not a prepared dataset; refusing to replace it. "
-                "Choose a new or empty folder for --out."
-            )
+        check_replaceable(path)
+        with atomic_path(path, directory=True) as tmp:
+            with ArraysWriter(tmp / ARRAYS_FILE) as w:
+                for name, values in self.arrays().items():
+                    w.whole(name, values)
+            self.save_meta(tmp)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The arrays ``arrays.npz`` holds, by name, in file order (ids as unicode text)."""
+        return {
+            "items": self.items,
+            "basket_offsets": self.basket_offsets,
+            "user_offsets": self.user_offsets,
+            "basket_times": self.basket_times,
+            "user_ids": _text(self.user_ids),
+            "item_ids": _text(self.item_ids),
+            "user_part": self.user_part,
+        }
+
+    def save_meta(self, folder: str | Path) -> None:
+        """Write ``meta.json`` (format, counts, ``self.meta``) into ``folder``, and the item
+        catalogue's ``catalogue.npz`` when the data has one."""
         meta = {
             "format": FORMAT_NAME,
             "version": FORMAT_VERSION,
@@ -251,24 +271,14 @@ class BasketData:
             "n_entries": len(self.items),
             **{k: v for k, v in self.meta.items() if k not in {"format", "version"}},
         }
-        with atomic_path(path, directory=True) as tmp:
-            np.savez(
-                tmp / "arrays.npz",
-                items=self.items,
-                basket_offsets=self.basket_offsets,
-                user_offsets=self.user_offsets,
-                basket_times=self.basket_times,
-                user_ids=self.user_ids.astype(str),
-                item_ids=self.item_ids.astype(str),
-                user_part=self.user_part,
-            )
-            if self.catalogue is not None:
-                np.savez(tmp / "catalogue.npz", **self.catalogue.arrays())
-            (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+        if self.catalogue is not None:
+            np.savez(Path(folder) / "catalogue.npz", **self.catalogue.arrays())
+        (Path(folder) / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
 
     @classmethod
-    def load(cls, path: str | Path) -> BasketData:
-        """Load a folder written by :meth:`save`."""
+    def load(cls, path: str | Path, mmap: bool = True) -> BasketData:
+        """Load a folder written by :meth:`save`, memory-mapped (``mmap``, the default: the
+        arrays are read-only views of the file) or read into memory."""
         path = Path(path)
         meta_path = path / "meta.json"
         if not meta_path.is_file():
@@ -282,15 +292,31 @@ class BasketData:
                 f"{meta_path}: format {meta.get('format')!r} version {meta.get('version')!r} is not "
                 f"{FORMAT_NAME!r} version {FORMAT_VERSION}; prepare the data again."
             )
-        with np.load(path / "arrays.npz", allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
         catalogue = None
         if meta.get("catalogue"):
             with np.load(path / "catalogue.npz", allow_pickle=False) as z:
                 catalogue = ItemCatalogue.from_arrays(meta["catalogue"]["columns"], z)
-        data = cls(meta=meta, catalogue=catalogue, **arrays)
+        data = cls(meta=meta, catalogue=catalogue, **load_arrays(path / ARRAYS_FILE, mmap=mmap))
         data.validate()
         return data
+
+
+def check_replaceable(path: Path) -> None:
+    """Raise unless ``path`` is absent, an empty folder or a prepared dataset (what
+    :meth:`BasketData.save` may replace)."""
+    if path.exists() and (
+        not path.is_dir() or (any(path.iterdir()) and not (path / "meta.json").is_file())
+    ):
+        raise UserError(
+            f"{path} exists and is not a prepared dataset; refusing to replace it. "
+            "Choose a new or empty folder for --out."
+        )
+
+
+def _text(ids: np.ndarray) -> np.ndarray:
+    """Ids as a numpy unicode array (no copy when they already are one)."""
+    ids = np.asarray(ids)
+    return ids if ids.dtype.kind == "U" else ids.astype(str)
 
 
 def _offsets(lengths: np.ndarray) -> np.ndarray:

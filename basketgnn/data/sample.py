@@ -28,6 +28,8 @@ from basketgnn.errors import UserError
 
 #: The split parts the sample restricts (the test part stays whole).
 SAMPLED_PARTS = ("train", "validate")
+#: Customer ids hashed per block (their Python strings exist a block at a time).
+_BLOCK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -61,8 +63,12 @@ def customer_keys(customer_ids: np.ndarray, seed: int) -> np.ndarray:
     Shapes: customer_ids [M] -> [M] uint64.
     """
     key = hashlib.sha256(f"basketgnn-sample:{seed}".encode()).hexdigest()[:16]
-    ids = np.asarray(customer_ids).astype(str).astype(object)
-    return pd.util.hash_array(ids, hash_key=key, categorize=False)
+    ids = np.asarray(customer_ids)
+    out = np.empty(len(ids), dtype=np.uint64)
+    for start in range(0, len(ids), _BLOCK):  # a block of Python strings at a time
+        block = ids[start : start + _BLOCK].astype(str).astype(object)
+        out[start : start + len(block)] = pd.util.hash_array(block, hash_key=key, categorize=False)
+    return out
 
 
 def sampled_customers(customer_ids: np.ndarray, n: int, seed: int) -> np.ndarray:
@@ -78,16 +84,25 @@ def sampled_customers(customer_ids: np.ndarray, n: int, seed: int) -> np.ndarray
         mask[:] = True
         return mask
     keys = customer_keys(customer_ids, seed)
-    # Ties (equal 64-bit keys) go to the lower index: order by (key, index).
-    order = np.lexsort((np.arange(m), keys))
-    mask[order[:n]] = True
+    # The n smallest by (key, index): every key below the n-th smallest, then the lowest
+    # indices among the keys equal to it (ties of 64-bit keys go to the lower index).
+    kth = np.partition(keys, n - 1)[n - 1]
+    below = keys < kth
+    mask[below] = True
+    mask[np.flatnonzero(keys == kth)[: n - int(below.sum())]] = True
     return mask
 
 
-def sample_split(split: Split, data: BasketData, n: int, seed: int = 0) -> tuple[Split, CustomerSample]:
+def sample_split(
+    split: Split, data: BasketData, n: int, seed: int = 0, mask: np.ndarray | None = None
+) -> tuple[Split, CustomerSample]:
     """``split`` with its training and validation parts restricted to a sample of ``n``
-    customers (module docstring); the test part unchanged."""
-    mask = sampled_customers(data.user_ids, n, seed)
+    customers (module docstring); the test part unchanged. ``mask``: the sample's
+    :func:`sampled_customers` when already computed.
+
+    Shapes: mask [n_users] bool."""
+    if mask is None:
+        mask = sampled_customers(data.user_ids, n, seed)
     parts: dict[str, Instances] = {}
     for name, inst in split.parts.items():
         if name in SAMPLED_PARTS:

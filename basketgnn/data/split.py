@@ -16,14 +16,16 @@ For model fitting, a training instance (u, h) makes baskets 0..h of u visible (h
 from __future__ import annotations
 
 import json
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from basketgnn.data.arrays_file import ArraysWriter, load_arrays
 from basketgnn.data.dataset import PARTS, BasketData, ranges
 from basketgnn.errors import UserError
-from basketgnn.io_utils import write_json
+from basketgnn.io_utils import atomic_path, write_json
 
 
 @dataclass(frozen=True)
@@ -101,8 +103,16 @@ def temporal_split(data: BasketData) -> Split:
     return Split("temporal(leave-last-basket-out)", parts)
 
 
+#: Customers per block when a split is written or read as arrays.
+_BLOCK = 1 << 20
+
+
 def save_split(split: Split, data: BasketData, path: str | Path) -> None:
-    """Save a user split as original customer ids per part (JSON), atomically."""
+    """Save a user split as original customer ids per part, atomically: JSON, or with a
+    ``.npz`` path arrays (:func:`save_split_arrays`)."""
+    if Path(path).suffix == ".npz":
+        save_split_arrays(split, data, path)
+        return
     write_json(
         path,
         {
@@ -113,9 +123,31 @@ def save_split(split: Split, data: BasketData, path: str | Path) -> None:
     )
 
 
+def save_split_arrays(split: Split, data: BasketData, path: str | Path) -> None:
+    """The split as an ``.npz`` of arrays, written a block of customers at a time: ``name``,
+    ``parts`` (the part names), and per part ``P.customer_ids`` (original ids) and
+    ``P.n_history``. What :func:`save_split` writes as JSON, in a form whose memory does not
+    grow with the number of customers (JSON text and Python strings for millions do).
+    """
+    ids = np.asarray(data.user_ids)
+    if ids.dtype.kind != "U":
+        ids = ids.astype(str)
+    with atomic_path(path) as tmp, ArraysWriter(tmp) as w:
+        w.whole("name", np.asarray(split.name))
+        w.whole("parts", np.asarray(list(split.parts), dtype=str))
+        for p, inst in split.parts.items():
+            n = len(inst)
+            with w.array(f"{p}.customer_ids", ids.dtype, n) as put:
+                for start in range(0, n, _BLOCK):
+                    put(ids[inst.users[start : start + _BLOCK]])
+            w.whole(f"{p}.n_history", np.asarray(inst.n_history, dtype=np.int64))
+
+
 def load_split(path: str | Path, data: BasketData) -> Split:
     """Load a split saved by :func:`save_split`; customers unknown to ``data`` are an error."""
     path = Path(path)
+    if path.suffix == ".npz":
+        return load_split_arrays(path, data)
     try:
         raw = json.loads(path.read_text())
         index = data.user_index()
@@ -146,6 +178,58 @@ def load_split(path: str | Path, data: BasketData) -> Split:
         raise UserError(f"{path}: not a split file written by basketgnn ({e!r}).") from None
 
 
+def load_split_arrays(path: Path, data: BasketData) -> Split:
+    """Load a split written by :func:`save_split_arrays` (memory-mapped), its customer ids
+    looked up a block at a time; customers unknown to ``data`` are an error."""
+    try:
+        arrays = load_arrays(path)
+        parts = {
+            p: Instances(_user_indices(path, p, arrays[f"{p}.customer_ids"], data),
+                         np.array(arrays[f"{p}.n_history"], dtype=np.int64))
+            for p in arrays["parts"].tolist()
+        }  # fmt: skip
+        name = str(arrays["name"])
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as e:
+        raise UserError(f"{path}: not a split file written by basketgnn ({e!r}).") from None
+    for p, inst in parts.items():
+        n = data.n_baskets_per_user[inst.users]
+        bad = np.flatnonzero((inst.n_history < 1) | (inst.n_history >= n))
+        if len(bad):
+            raise UserError(
+                f"{path}: part {p!r} asks for a history of {inst.n_history[bad[0]]} baskets "
+                f"of customer {data.user_ids[inst.users[bad[0]]]!r}, who has {n[bad[0]]} in "
+                f"this data ({len(bad)} such customers); the split was made for other data. "
+                "Make a new split."
+            )
+    return Split(name, parts)
+
+
+def _user_indices(path: Path, part: str, ids: np.ndarray, data: BasketData) -> np.ndarray:
+    """The user index of every id of ``ids`` in ``data`` (binary search when the data's ids are
+    sorted, as prepared logs' are; else a dictionary). Shapes: ids [n] -> [n] int64."""
+    known = np.asarray(data.user_ids)
+    ordered = len(known) < 2 or bool((known[1:] >= known[:-1]).all())
+    index = None if ordered else data.user_index()
+    out = np.empty(len(ids), dtype=np.int64)
+    for start in range(0, len(ids), _BLOCK):
+        block = np.asarray(ids[start : start + _BLOCK])
+        if index is None:
+            pos = np.minimum(np.searchsorted(known, block), len(known) - 1)
+            found = known[pos] == block
+        else:
+            pos = np.asarray([index.get(i, -1) for i in block.tolist()], dtype=np.int64)
+            found = pos >= 0
+        if not found.all():
+            missing = block[np.flatnonzero(~found)]
+            raise UserError(
+                f"{path}: part {part!r} names customer(s) not in the dataset, e.g. "
+                f"{str(missing[0])!r} ({len(missing)} in one block of {len(block):,}); the split "
+                "was made for other data. Make a new split."
+            )
+        out[start : start + len(block)] = pos
+    return out
+
+
 def make_split(data: BasketData, spec: str = "auto", seed: int = 0) -> Split:
     """Resolve a split spec: ``auto`` (predefined if the data has one, else temporal),
     ``predefined``, ``temporal``, ``random``, or the path of a saved split JSON file."""
@@ -157,7 +241,7 @@ def make_split(data: BasketData, spec: str = "auto", seed: int = 0) -> Split:
         split = temporal_split(data)
     elif spec == "random":
         split = random_user_split(data, seed=seed)
-    elif spec.endswith(".json"):
+    elif spec.endswith((".json", ".npz")):
         split = load_split(spec, data)
     else:
         raise UserError(

@@ -174,10 +174,16 @@ def exclusive(run_dir: Path) -> Iterator[None]:
 
 
 def input_files(path: Path) -> list[list[Any]]:
-    """(path, size, mtime) of every input file: part of the prepare stage's key."""
+    """(path, size, mtime) of every input file: part of the prepare stage's key. The input is a
+    log (a file or a folder of files), a DNNTSP .json, or a prepared dataset folder."""
     from basketgnn.data.ingest import log_files
 
-    files = [path] if path.is_file() and path.suffix == ".json" else log_files(path)
+    if path.is_file() and path.suffix == ".json":
+        files = [path]
+    elif path.is_dir() and (path / "meta.json").is_file():
+        files = sorted(f for f in path.iterdir() if f.is_file())
+    else:
+        files = log_files(path)
     return [[str(f.resolve()), (st := f.stat()).st_size, st.st_mtime_ns] for f in files]
 
 

@@ -46,12 +46,14 @@ from basketgnn.pipeline.history import (
     record_run,
     run_log,
 )
+from basketgnn.pipeline.prepared import SAMPLE_MASK, SPLIT_FILE, prepare_into, split_file
 from basketgnn.pipeline.schema import AUTO_MODEL, PREVIOUS, EvaluateSpec, in_job_terms, load_job
 
 if TYPE_CHECKING:
     from basketgnn.data.dataset import BasketData
     from basketgnn.data.split import Split
-    from basketgnn.pipeline.schema import Job
+    from basketgnn.pipeline.prepared import SAMPLE_MASK, SPLIT_FILE, prepare_into, split_file
+from basketgnn.pipeline.schema import Job
 
 RECOMMENDATION_FILES = ("recommendations.parquet", "recommendations.csv")
 EVALUATED_PART = "test"
@@ -139,7 +141,7 @@ class _Runner:
         if self._split is None:
             from basketgnn.data.split import load_split
 
-            self._split = load_split(split.dir / "split.json", self.data(prepare))
+            self._split = load_split(split_file(split.dir), self.data(prepare))
         return self._split
 
     # -- the job, stage by stage ----------------------------------------------------------------
@@ -331,24 +333,23 @@ class _Runner:
     # -- what the stages compute ----------------------------------------------------------------
 
     def _prepare(self, folder: Path) -> dict[str, Any]:
-        from basketgnn import workflow
         from basketgnn.fingerprint import data_fingerprint
 
         inp = self.job.spec.input
         path = self.job.input_path
         columns, options = inp.prepare_arguments()
-        if not (path.is_file() and path.suffix == ".json"):
+        if not (path.is_file() and path.suffix == ".json") and not (path / "meta.json").is_file():
             self.say(f"  reading {path} with {inp.engine}")
         try:
-            data = workflow.prepare(path, columns, options, inp.memory_limit)
+            data = prepare_into(path, columns, options, folder / "data", inp.memory_limit)
             if inp.items is not None and self.job.items_path is not None:
                 from basketgnn.data.catalogue import attach_catalogue
 
                 data = attach_catalogue(data, self.job.items_path, inp.items.id_column or columns.item,
                                         inp.items.columns, inp.items.missing)  # fmt: skip
+                data.save_meta(folder / "data")  # adds catalogue.npz; the stage is not done yet
         except UserError as e:
             raise in_job_terms(e, self.job.config_path.name) from None
-        data.save(folder / "data")
         described = {
             "source": str(path),
             "engine": inp.engine,
@@ -384,10 +385,13 @@ class _Runner:
         split = workflow.split(data, kind, self.job.spec.split.seed)
         sampled = None
         if (n := self.job.spec.train.sample_customers) is not None:
-            from basketgnn.data.sample import sample_split
+            from basketgnn.data.sample import sample_split, sampled_customers
 
-            split, sampled = sample_split(split, data, n, self.job.spec.train.sample_seed)
-        save_split(split, data, folder / "split.json")
+            seed = self.job.spec.train.sample_seed
+            mask = sampled_customers(data.user_ids, n, seed)
+            np.save(folder / SAMPLE_MASK, mask)  # evaluate's held-out customers reuse it
+            split, sampled = sample_split(split, data, n, seed, mask)
+        save_split(split, data, folder / SPLIT_FILE)
         sizes = {p: len(inst) for p, inst in split.parts.items()}
         info: dict[str, Any] = {"name": split.name, "sizes": sizes}
         return info if sampled is None else {**info, "sample": sampled.as_dict()}
@@ -416,7 +420,7 @@ class _Runner:
             )
 
         # The stamp lets `basketgnn predict/evaluate --checkpoint` find this run's data and split.
-        stamp = workflow.data_stamp(prepare.dir / "data", split.dir / "split.json")
+        stamp = workflow.data_stamp(prepare.dir / "data", split_file(split.dir))
         entry = workflow.ModelEntry(name, settings, out_dir=folder, warm_start=warm, stamp=stamp)
         outcome = workflow.train(entry, data, sp, progress=self.progress, on_epoch=on_epoch)
         result = outcome.training
@@ -447,7 +451,7 @@ class _Runner:
         from basketgnn import workflow
 
         data, sp = self.data(prepare), self.split(split, prepare)
-        sp = self._evaluated_customers(data, sp)
+        sp = self._evaluated_customers(data, sp, split.dir / SAMPLE_MASK)
         source = prepare.info["source"]
         records = []
         for name, options in self.job.baselines:
@@ -470,14 +474,18 @@ class _Runner:
         write_json(folder / "results.json", records)
         return {"models": [r["model"] for r in records], "customers": len(sp[EVALUATED_PART])}
 
-    def _evaluated_customers(self, data: BasketData, sp: Split) -> Split:
-        """``sp`` with the evaluated part that the ``evaluate`` section asks for."""
+    def _evaluated_customers(self, data: BasketData, sp: Split, mask_file: Path) -> Split:
+        """``sp`` with the evaluated part that the ``evaluate`` section asks for (the training
+        sample's mask read from the split stage's ``mask_file`` when it wrote one)."""
         ev, train = self.job.spec.evaluate, self.job.spec.train
         trained_on = None
         if ev.held_out and train.sample_customers is not None:
             from basketgnn.data.sample import sampled_customers
 
-            trained_on = sampled_customers(data.user_ids, train.sample_customers, train.sample_seed)
+            if mask_file.is_file():
+                trained_on = np.load(mask_file)
+            else:
+                trained_on = sampled_customers(data.user_ids, train.sample_customers, train.sample_seed)
         sp = evaluation_split(sp, ev, trained_on)
         if ev.customers is not None or trained_on is not None:
             self.say(

@@ -178,12 +178,14 @@ def iter_recommendations(
         raise ValueError(f"chunk must be >= 1, got {chunk}")
     users = np.arange(data.n_users, dtype=np.int64) if users is None else np.asarray(users, np.int64)
     n_history = data.n_baskets_per_user.astype(np.int64)
-    user_ids, item_ids = pa.array(data.user_ids.astype(str)), pa.array(data.item_ids.astype(str))
+    item_ids = pa.array(np.asarray(data.item_ids).astype(str))
     for start in range(0, len(users), chunk):
         u = users[start : start + chunk]
         inst = Instances(u, n_history[u])
         items, scores = rank_items(model, data, inst, k)
-        table = recommendation_table(u, items, scores, user_ids, item_ids)
+        # The chunk's own ids only: memory is a chunk's, however many customers there are.
+        chunk_ids = pa.array(np.asarray(data.user_ids[u]).astype(str))
+        table = recommendation_table(np.arange(len(u)), items, scores, chunk_ids, item_ids)
         if reasons:
             why = explain(model, data, inst, items)
             texts = [json.dumps(r, separators=(",", ":")) for row in why for r in row]

@@ -14,11 +14,16 @@ Every step adds its counts to the report.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import duckdb
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
+from basketgnn.data.arrays_file import ArraysWriter, load_arrays
 from basketgnn.data.dataset import NO_TIME, BasketData, _offsets
 from basketgnn.data.ingest.checks import no_customer_left
 from basketgnn.data.ingest.options import Columns, PrepareOptions
@@ -35,16 +40,23 @@ def build(
     columns: Columns,
     options: PrepareOptions,
     report: dict[str, Any],
+    arrays_file: Path | None = None,
 ) -> BasketData:
     """The dataset of the rows in ``good`` (steps in the module docstring); drops ``raw`` once
-    the rows are coded."""
+    the rows are coded. With ``arrays_file``, the arrays are streamed into that ``.npz`` file
+    and the dataset returned maps it (:func:`stream_dataset_arrays`): the same arrays, without
+    ever holding them in memory."""
     key = code_rows(con, columns)
     con.execute("DROP TABLE raw")  # the strings are not needed past here; frees memory / spill space
     entries = basket_entries(con, key, report)
     entries = drop_rare_items(con, entries, options.min_item_baskets, report)
     entries = cap_baskets(con, entries, options.max_basket_items, report)
     keep_baskets(con, entries, options, report)
-    return dataset_arrays(con, entries, has_time=bool(columns.timestamp))
+    has_time = bool(columns.timestamp)
+    if arrays_file is None:
+        return dataset_arrays(con, entries, has_time)
+    stream_dataset_arrays(con, entries, has_time, arrays_file)
+    return BasketData(meta={}, **load_arrays(arrays_file))
 
 
 def code_rows(con: duckdb.DuckDBPyConnection, columns: Columns) -> str:
@@ -202,28 +214,42 @@ def keep_baskets(
         raise no_customer_left(options)
 
 
-def dataset_arrays(con: duckdb.DuckDBPyConnection, entries: str, has_time: bool) -> BasketData:
-    """The :class:`BasketData` of the baskets in ``kept`` (their items from ``entries``), items
-    renumbered densely over what is left, keeping their sorted order."""
+#: The queries of the arrays, in (customer, basket) order; ``{entries}`` is the entries table.
+_ITEMS = "SELECT ii FROM {entries} JOIN kept USING (gb) JOIN item_map USING (i) ORDER BY gb, ii"
+_BASKET_SIZES = "SELECT size FROM kept ORDER BY gb"
+_BASKETS_PER_USER = "SELECT count(*) FROM kept GROUP BY c ORDER BY c"
+_BASKET_TIMES = "SELECT t FROM kept ORDER BY gb"
+_USER_IDS = "SELECT cust FROM cust_dict SEMI JOIN kept USING (c) ORDER BY c"
+_ITEM_IDS = "SELECT item FROM item_dict JOIN item_map USING (i) ORDER BY i"
+#: Rows per batch read from DuckDB when streaming (a few MB per column).
+STREAM_ROWS = 1 << 20
+
+
+def _map_items(con: duckdb.DuckDBPyConnection, entries: str) -> None:
+    """Table ``item_map(i, ii)``: the items left in kept baskets renumbered densely, in order."""
     con.execute(
         "CREATE TABLE item_map AS SELECT i, (row_number() OVER (ORDER BY i) - 1)::INTEGER AS ii "
         f"FROM (SELECT DISTINCT i FROM {entries} SEMI JOIN kept USING (gb))"
     )
 
+
+def dataset_arrays(con: duckdb.DuckDBPyConnection, entries: str, has_time: bool) -> BasketData:
+    """The :class:`BasketData` of the baskets in ``kept`` (their items from ``entries``), items
+    renumbered densely over what is left, keeping their sorted order."""
+    _map_items(con, entries)
+
     def column(query: str) -> np.ndarray:
         return next(iter(con.execute(query).fetchnumpy().values()))
 
-    items = column(
-        f"SELECT ii FROM {entries} JOIN kept USING (gb) JOIN item_map USING (i) ORDER BY gb, ii"
-    )
-    basket_len = column("SELECT size FROM kept ORDER BY gb")
-    per_user = column("SELECT count(*) FROM kept GROUP BY c ORDER BY c")
+    items = column(_ITEMS.format(entries=entries))
+    basket_len = column(_BASKET_SIZES)
+    per_user = column(_BASKETS_PER_USER)
     if has_time:
-        basket_times = column("SELECT t FROM kept ORDER BY gb").astype(np.int64)
+        basket_times = column(_BASKET_TIMES).astype(np.int64)
     else:
         basket_times = np.full(len(basket_len), NO_TIME, dtype=np.int64)
-    user_ids = column("SELECT cust FROM cust_dict SEMI JOIN kept USING (c) ORDER BY c")
-    item_ids = column("SELECT item FROM item_dict JOIN item_map USING (i) ORDER BY i")
+    user_ids = column(_USER_IDS)
+    item_ids = column(_ITEM_IDS)
     return BasketData(
         items=items.astype(np.int32),
         basket_offsets=_offsets(basket_len.astype(np.int64)),
@@ -234,3 +260,61 @@ def dataset_arrays(con: duckdb.DuckDBPyConnection, entries: str, has_time: bool)
         user_part=np.full(len(per_user), -1, dtype=np.int8),
         meta={},
     )
+
+
+def stream_dataset_arrays(
+    con: duckdb.DuckDBPyConnection, entries: str, has_time: bool, path: Path
+) -> None:
+    """Write the arrays :func:`dataset_arrays` returns into the ``.npz`` file ``path``, batch
+    by batch (:data:`STREAM_ROWS` rows of one column at a time), as ``BasketData.save`` writes
+    them: memory holds a batch, whatever the number of rows; DuckDB sorts within its own
+    ``memory_limit``, spilling to disk."""
+    _map_items(con, entries)
+    n_entries, n_baskets, n_users = con.execute(
+        "SELECT coalesce(sum(size), 0)::BIGINT, count(*), count(DISTINCT c) FROM kept"
+    ).fetchall()[0]
+
+    # A relation's reader keeps the ORDER BY (the DB-API result's reader, with insertion
+    # order not preserved, hands out sorted batches in any order).
+    con.execute("SET preserve_insertion_order = true")
+
+    def batches(query: str) -> Iterator[np.ndarray]:
+        reader = con.sql(query).to_arrow_reader(STREAM_ROWS)
+        for batch in reader:
+            yield batch.column(0).to_numpy(zero_copy_only=False)
+
+    def offsets(put: Callable[[Any], None], query: str) -> None:
+        put(np.zeros(1, np.int64))
+        total = 0
+        for lengths in batches(query):
+            ends = np.cumsum(lengths, dtype=np.int64) + total
+            put(ends)
+            total = int(ends[-1]) if len(ends) else total
+
+    def constant(put: Callable[[Any], None], n: int, value: Any, dtype: Any) -> None:
+        for start in range(0, n, STREAM_ROWS):
+            put(np.full(min(STREAM_ROWS, n - start), value, dtype=dtype))
+
+    width = max((int(pc.max(pc.utf8_length(pa.array(ids))).as_py() or 0)
+                 for ids in batches(_USER_IDS)), default=0)  # fmt: skip
+    with ArraysWriter(path) as w:
+        with w.array("items", np.int32, n_entries) as put:
+            for values in batches(_ITEMS.format(entries=entries)):
+                put(values)
+        with w.array("basket_offsets", np.int64, n_baskets + 1) as put:
+            offsets(put, _BASKET_SIZES)
+        with w.array("user_offsets", np.int64, n_users + 1) as put:
+            offsets(put, _BASKETS_PER_USER)
+        with w.array("basket_times", np.int64, n_baskets) as put:
+            if has_time:
+                for values in batches(_BASKET_TIMES):
+                    put(values)
+            else:
+                constant(put, n_baskets, NO_TIME, np.int64)
+        with w.array("user_ids", f"<U{max(width, 1)}", n_users) as put:
+            for ids in batches(_USER_IDS):
+                put(ids)
+        item_ids = np.concatenate([np.asarray(b, dtype=object) for b in batches(_ITEM_IDS)])
+        w.whole("item_ids", np.asarray(item_ids.tolist()).astype(str))
+        with w.array("user_part", np.int8, n_users) as put:
+            constant(put, n_users, -1, np.int8)

@@ -68,6 +68,7 @@ def prepare_log_duckdb(
     threads: int = 2,
     *,
     temp_dir: str | Path | None = None,
+    arrays_file: str | Path | None = None,
 ) -> BasketData:
     """Read a transaction log with DuckDB and build the prepared dataset, out of core.
 
@@ -76,7 +77,10 @@ def prepare_log_duckdb(
     (tests/support/pandas_oracle.py, which lists where they differ). ``memory_limit``
     (a DuckDB size such as "512MB") caps DuckDB's memory; what does not fit is spilled to a
     temporary folder created in ``temp_dir`` (default: the system's temporary folder) and removed
-    afterwards. ``threads`` is the number of DuckDB worker threads.
+    afterwards. ``threads`` is the number of DuckDB worker threads. With ``arrays_file`` (the
+    ``arrays.npz`` of a dataset folder being written), the arrays are streamed into that file
+    and the dataset returned maps it: the same dataset, while Python's memory holds a batch of
+    rows, not the arrays (``BasketData.save_meta`` then completes the folder).
     """
     check_basket_or_time(columns)
     files = log_files(path)
@@ -96,7 +100,8 @@ def prepare_log_duckdb(
             report: dict[str, Any] = {}
             ts_typed = stage(con, files, columns, options)
             validate(con, path, [str(f) for f in files], columns, options, report, ts_typed)
-            data = build(con, columns, options, report)
+            data = build(con, columns, options, report,
+                         None if arrays_file is None else Path(arrays_file))  # fmt: skip
         except duckdb.OutOfMemoryException as e:
             raise UserError(
                 f"{path}: DuckDB ran out of memory (memory_limit={memory_limit}): "
