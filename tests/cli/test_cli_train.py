@@ -77,7 +77,7 @@ def test_train_preset_paper_with_set_overrides(monkeypatch, capsys, tmp_path, lo
     config = torch.load(tmp_path / "run" / "best.pt", weights_only=False)["config"]
     assert (config["batch_order"], config["lr_patience"], config["batchnorm_padding"]) == ("ordered", 10, True)
     assert (config["embed_dim"], config["epochs"], config["presence"]) == (8, 1, False)
-    code, _, err = run(monkeypatch, capsys, "train", *common, "--preset", "paper", "--model", "sasrec")
-    assert code == 2 and "--preset: sasrec has no preset 'paper' (choose one of default)" in err
+    code, _, err = run(monkeypatch, capsys, "train", *common, "--preset", "papr", "--model", "sasrec")
+    assert code == 2 and "--preset: sasrec has no preset 'papr' (choose one of default, paper)" in err
     code, _, err = run(monkeypatch, capsys, "train", *common, "--set", "epochs")
     assert code == 2 and "--set 'epochs': write KEY=VALUE" in err

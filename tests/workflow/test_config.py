@@ -149,7 +149,7 @@ def test_preset_under_config_file_and_overrides(tmp_path):
     assert load_config(None, preset="default") == load_config(None)
     assert parse_sets(["fusion=off", "dropout=0.5", "device=cpu"]) == {"fusion": False, "dropout": 0.5, "device": "cpu"}
     assert load_config(None, **parse_sets(["fusion=off"])).fusion.fusion == "off"
-    with pytest.raises(UserError, match=r"--preset: sasrec has no preset 'paper' \(choose one of default\)"):
-        load_config(None, model="sasrec", preset="paper")
+    with pytest.raises(UserError, match=r"--preset: sasrec has no preset 'papr' \(choose one of default, paper\)"):
+        load_config(None, model="sasrec", preset="papr")
     with pytest.raises(UserError, match=r"--set 'seed': write KEY=VALUE"):
         parse_sets(["seed"])
