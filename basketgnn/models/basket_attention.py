@@ -7,7 +7,7 @@ their mean, as the basket's vector (the upper level is the model's attention acr
 
 A basket is a set, so no position enters and the vector does not depend on the order of its
 items (attention without positions is permutation-equivariant, the mean invariant). Items are
-read in context: a basket vector is no longer a plain average of independent item vectors, so
+read in context: a basket vector is not a plain average of independent item vectors, so
 "milk with cereal" and "milk with coffee" can differ in the milk's part. Only real baskets pass
 through the block (padding baskets stay 0 like the mean pooling's), and an item never reads a
 padding slot, so padding changes nothing.
