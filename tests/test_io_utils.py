@@ -38,14 +38,14 @@ def test_a_crash_while_staging_leaves_the_folder_as_it_was(tmp_path, monkeypatch
     dest = tmp_path / "dest"
     make_files(dest, {"a.txt": "old a", "b.txt": "old b", "stale.png": "old"})
     new = make_files(tmp_path / "src", {"a.txt": "new a", "b.txt": "new b"})
-    real_copyfile = io_utils.shutil.copyfile
+    real_place = io_utils._link_or_copy
 
-    def fail_on_b(src, dst, *args, **kwargs):
+    def fail_on_b(src, dst):
         if Path(src).name == "b.txt":
             raise OSError("disk full")
-        return real_copyfile(src, dst, *args, **kwargs)
+        return real_place(src, dst)
 
-    monkeypatch.setattr(io_utils.shutil, "copyfile", fail_on_b)
+    monkeypatch.setattr(io_utils, "_link_or_copy", fail_on_b)
     with pytest.raises(OSError, match="disk full"):
         publish_files(dest, new, remove=["stale.png"])
     assert texts(dest) == {"a.txt": "old a", "b.txt": "old b", "stale.png": "old"}
@@ -89,3 +89,25 @@ def test_two_files_of_one_name_cannot_be_published_together(tmp_path):
     two = make_files(tmp_path / "y", {"a.txt": "2"})
     with pytest.raises(ValueError, match="a.txt"):
         publish_files(tmp_path / "dest", one + two)
+
+
+def test_published_files_are_hard_links_on_one_filesystem(tmp_path):
+    """A file on the destination's filesystem is linked, not copied: no second copy of a
+    night's recommendations on the disk; the source is left as it was."""
+    new = make_files(tmp_path / "src", {"a.txt": "new a"})
+    publish_files(tmp_path / "dest", new)
+    assert (tmp_path / "dest" / "a.txt").stat().st_ino == new[0].stat().st_ino
+    assert new[0].read_text() == "new a" and new[0].stat().st_nlink == 2
+
+
+def test_files_are_copied_where_a_link_is_refused(tmp_path, monkeypatch):
+    """Another filesystem (os.link raises EXDEV) or one without hard links: a copy."""
+    new = make_files(tmp_path / "src", {"a.txt": "new a", "b.txt": "new b"})
+
+    def cross_device(src, dst):
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr(io_utils.os, "link", cross_device)
+    publish_files(tmp_path / "dest", new)
+    assert texts(tmp_path / "dest") == {"a.txt": "new a", "b.txt": "new b"}
+    assert (tmp_path / "dest" / "a.txt").stat().st_ino != new[0].stat().st_ino

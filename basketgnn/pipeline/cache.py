@@ -188,7 +188,8 @@ def input_files(path: Path) -> list[list[Any]]:
 
 
 def publish(run_dir: Path, files: list[Path]) -> None:
-    """Copy stage outputs to the run folder as one set (:func:`basketgnn.io_utils.publish_files`);
-    identical files are left alone, and report charts the set does not hold are deleted."""
+    """Put stage outputs into the run folder as one set (:func:`basketgnn.io_utils.publish_files`:
+    hard links to the stage's files, copies across filesystems); identical files are left alone,
+    and report charts the set does not hold are deleted."""
     stale = [p.name for p in run_dir.glob("report_*.png")]
     publish_files(run_dir, files, remove=stale)

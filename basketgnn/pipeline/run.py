@@ -14,7 +14,7 @@ each trained model from an earlier checkpoint, ``previous`` being found in the r
 (:mod:`basketgnn.pipeline.history`), which every successful run extends.
 
 At the end the top-level outputs (``recommendations.parquet`` / ``.csv``, ``metrics.json``,
-``report.html`` and its ``report_*.png`` charts) are copied from the stage folders into RUN_DIR
+``report.html`` and its ``report_*.png`` charts) are linked (or copied) from the stage folders into RUN_DIR
 as one set (:func:`basketgnn.io_utils.publish_files`): a crash leaves the previous set whole or
 a staged set that the next run moves into place first. Every run appends its messages to
 ``RUN_DIR/pipeline.log``.

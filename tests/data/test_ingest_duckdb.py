@@ -8,6 +8,7 @@ and message are the oracle's) are in test_ingest.py.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -116,3 +117,27 @@ def test_out_of_memory_is_a_user_error(tmp_path, synthetic_log):
     write_log(synthetic_log, path)
     with pytest.raises(UserError, match=re.escape("ran out of memory (memory_limit=1MB)")):
         prepare_log_duckdb(path, memory_limit="1MB")
+
+
+def test_working_tables_live_in_a_database_file_in_the_temp_folder(tmp_path, synthetic_log, monkeypatch):
+    """DuckDB works in a database file (tables stored compressed, so a big log's tables take a
+    fraction of an in-memory database's spill) inside ``temp_dir``, which is left empty."""
+    import duckdb
+
+    path = tmp_path / "log.csv"
+    write_log(synthetic_log, path)
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    opened = []
+    connect = duckdb.connect
+
+    def recording_connect(database=":memory:", *args, **kwargs):
+        opened.append(Path(database))
+        assert Path(database).parent.parent == temp  # the run's own folder in temp_dir
+        return connect(database, *args, **kwargs)
+
+    monkeypatch.setattr(duckdb, "connect", recording_connect)
+    data = prepare_log_duckdb(path, temp_dir=temp)
+    assert data.n_users > 0
+    assert [p.name for p in opened] == ["prepare.duckdb"]
+    assert list(temp.iterdir()) == []

@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 import basketgnn.engine.trainer as trainer
+import basketgnn.io_utils as io_utils
 from basketgnn import __version__
 from basketgnn.errors import UserError
 from basketgnn.fingerprint import settings_hash
@@ -190,7 +191,9 @@ def test_a_crash_while_publishing_keeps_the_previous_outputs_and_a_rerun_publish
     changed = write_job(tmp_path, log[0], recommend={"k": K - 2})
     # Staging report.html fails: it is published after the recommendations and metrics.json.
     monkeypatch.setattr(
-        shutil, "copyfile", raising_for("report.html", shutil.copyfile, OSError("disk full"))
+        io_utils,
+        "_link_or_copy",
+        raising_for("report.html", io_utils._link_or_copy, OSError("disk full")),
     )
     with pytest.raises(OSError, match="disk full"):
         run(changed)

@@ -3,7 +3,8 @@ engine, behind :func:`basketgnn.data.ingest.prepare_log` (``basketgnn prepare``,
 
 The raw log never has to fit in memory: DuckDB reads the files itself, and validation, basket
 definition, ordering, de-duplication, filters, caps and id mapping run as SQL under
-``memory_limit``, spilling to a temporary folder. Only the prepared arrays (int32 / int64,
+``memory_limit``, in a database file in a temporary folder (its tables compressed) that also
+takes DuckDB's spill. Only the prepared arrays (int32 / int64,
 proportional to the result) and the used id lists come back to Python. The order of the steps
 and the report's counts are listed in :mod:`basketgnn.data.ingest`.
 
@@ -75,9 +76,9 @@ def prepare_log_duckdb(
     What :func:`basketgnn.data.ingest.prepare_log` runs; ``meta["engine"] = "duckdb"``.
     On the options they share it gives the pandas test oracle's dataset, report and messages
     (tests/support/pandas_oracle.py, which lists where they differ). ``memory_limit``
-    (a DuckDB size such as "512MB") caps DuckDB's memory; what does not fit is spilled to a
-    temporary folder created in ``temp_dir`` (default: the system's temporary folder) and removed
-    afterwards. ``threads`` is the number of DuckDB worker threads. With ``arrays_file`` (the
+    (a DuckDB size such as "512MB") caps DuckDB's memory; the working tables live in a database
+    file, and what does not fit in memory is spilled, in a temporary folder created in
+    ``temp_dir`` (default: the system's temporary folder) and removed afterwards. ``threads`` is the number of DuckDB worker threads. With ``arrays_file`` (the
     ``arrays.npz`` of a dataset folder being written), the arrays are streamed into that file
     and the dataset returned maps it: the same dataset, while Python's memory holds a batch of
     rows, not the arrays (``BasketData.save_meta`` then completes the folder).
@@ -85,7 +86,9 @@ def prepare_log_duckdb(
     check_basket_or_time(columns)
     files = log_files(path)
     with tempfile.TemporaryDirectory(prefix="basketgnn-duckdb-", dir=temp_dir) as tmp:
-        con = duckdb.connect(":memory:")
+        # A database file, not ":memory:": its tables are stored compressed, so the whole-log
+        # tables take far less of the temporary disk than an in-memory database's spill.
+        con = duckdb.connect(str(Path(tmp) / "prepare.duckdb"))
         try:
             con.execute(f"SET memory_limit = {lit(memory_limit)}")
             con.execute(f"SET temp_directory = {lit(str(Path(tmp) / 'spill'))}")
