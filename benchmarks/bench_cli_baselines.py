@@ -1,8 +1,9 @@
 """The baselines on the published splits through the real CLI, timed as a user runs them.
 
-    .venv/bin/python benchmarks/bench_cli_baselines.py [--data DC TaFeng]
+    .venv/bin/python benchmarks/bench_cli_baselines.py [--data DC TaFeng /tmp/real/realistic]
 
-For each dataset: `basketgnn prepare <file>.json --out DIR` once, then
+For each published split: `basketgnn prepare <file>.json --out DIR` once (a prepared dataset
+folder is used as it is), then
 `basketgnn evaluate --data DIR --model NAME --output FILE.json` per baseline. Wall times are
 of the whole commands (Python start-up and imports included); metrics come from the JSON files.
 """
@@ -35,8 +36,11 @@ def main() -> None:
     cli = [sys.executable, "-m", "basketgnn.cli"]
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.data:
-            ds = Path(tmp) / name
-            prepare_s = timed([*cli, "prepare", str(shared_dataset(name)), "--out", str(ds)])
+            if Path(name).is_dir():  # a prepared dataset folder, named by its last part
+                ds, name, prepare_s = Path(name), Path(name).name, 0.0
+            else:
+                ds = Path(tmp) / name
+                prepare_s = timed([*cli, "prepare", str(shared_dataset(name)), "--out", str(ds)])
             for model in MODELS:
                 out = Path(tmp) / f"{name}-{model}.json"
                 evaluate_s = timed([*cli, "evaluate", "--data", str(ds), "--model", model, "--output", str(out)])
