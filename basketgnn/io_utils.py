@@ -83,17 +83,18 @@ PUBLISH_MANIFEST = "_staged.json"
 def publish_files(
     folder: str | Path, files: Iterable[Path], remove: Iterable[str] = ()
 ) -> list[str]:
-    """Copy ``files`` into ``folder`` under their own names, and delete the names in ``remove``,
+    """Put ``files`` into ``folder`` under their own names, and delete the names in ``remove``,
     as one set.
 
-    Every file is first placed (and synced) into ``folder/.publishing/``: hard-linked when it
-    is on the same filesystem (the sources are finished files that are replaced, never rewritten,
-    so a link costs no disk and no time whatever the file's size), copied otherwise. Only when all of them
-    are there does a manifest mark the staging complete, and only then are they renamed into
-    place one by one and the ``remove`` names deleted. A crash while staging leaves ``folder`` as
-    it was; a crash among the renames leaves a complete staging that :func:`finish_publishing`
-    (called here first, and by the pipeline when it starts) carries out. A file identical to the
-    one in place is not copied, so the one in place keeps its modification time.
+    Every file is first placed (and synced) into ``folder/.publishing/``: hard-linked when it is
+    on the same filesystem (the sources are finished files that are replaced, never rewritten,
+    so a link costs no disk and no time whatever the file's size), copied otherwise. Only when
+    all of them are there does a manifest mark the staging complete, and only then are they
+    renamed into place one by one and the ``remove`` names deleted. A crash while staging leaves
+    ``folder`` as it was; a crash among the renames leaves a complete staging that
+    :func:`finish_publishing` (called here first, and by the pipeline when it starts) carries
+    out. A file identical to the one in place is not placed again, so the one in place keeps its
+    modification time.
 
     One publisher at a time per folder (the pipeline holds its run folder's lock).
     Returns the names that were replaced or added.

@@ -4,8 +4,8 @@ engine, behind :func:`basketgnn.data.ingest.prepare_log` (``basketgnn prepare``,
 The raw log never has to fit in memory: DuckDB reads the files itself, and validation, basket
 definition, ordering, de-duplication, filters, caps and id mapping run as SQL under
 ``memory_limit``, in a database file in a temporary folder (its tables compressed) that also
-takes DuckDB's spill. Only the prepared arrays (int32 / int64,
-proportional to the result) and the used id lists come back to Python. The order of the steps
+takes DuckDB's spill. Only the prepared arrays (int32 / int64, proportional to the result) and
+the used id lists come back to Python. The order of the steps
 and the report's counts are listed in :mod:`basketgnn.data.ingest`.
 
 The pipeline, one table per step (``c`` customer code, ``i`` item code, ``bo`` basket-id order
@@ -78,7 +78,8 @@ def prepare_log_duckdb(
     (tests/support/pandas_oracle.py, which lists where they differ). ``memory_limit``
     (a DuckDB size such as "512MB") caps DuckDB's memory; the working tables live in a database
     file, and what does not fit in memory is spilled, in a temporary folder created in
-    ``temp_dir`` (default: the system's temporary folder) and removed afterwards. ``threads`` is the number of DuckDB worker threads. With ``arrays_file`` (the
+    ``temp_dir`` (default: the system's temporary folder) and removed afterwards. ``threads``
+    is the number of DuckDB worker threads. With ``arrays_file`` (the
     ``arrays.npz`` of a dataset folder being written), the arrays are streamed into that file
     and the dataset returned maps it: the same dataset, while Python's memory holds a batch of
     rows, not the arrays (``BasketData.save_meta`` then completes the folder).
