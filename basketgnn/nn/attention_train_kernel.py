@@ -46,6 +46,7 @@ import numpy as np
 import torch
 
 from basketgnn.jit import jit_options
+from basketgnn.nn.attention_kernel import _node_output
 
 # Every divisor is a softmax's sum (≥ 1: its largest term is exp(0)) or the number of heads.
 _JIT = {**jit_options(__file__), "error_model": "numpy"}
@@ -210,7 +211,6 @@ def forward_kernel(qkv, absent_row, offsets, node_rows, node_times, lengths, w_a
     log_n[0] = -math.inf
     for i in range(1, max_l + 1):
         log_n[i] = math.log(i)
-    HD = heads * d_head
     t0 = 0
     for m in range(absent_row.shape[0]):
         L = lengths[m]
@@ -220,18 +220,7 @@ def forward_kernel(qkv, absent_row, offsets, node_rows, node_times, lengths, w_a
         _node_forward(s, vw, node_times[o : o + D - 1], L, heads, log_n, mask, moff, mask_d[m], has_w,
                       A, saved_at[t0 : t0 + L], E, Sp, Ad, cs, tot)  # fmt: skip
         t0 += L
-        for k in range(out.shape[1]):
-            out[m, k] = 0.0
-        for h in range(heads):
-            v0 = 2 * HD + h * d_head
-            for i in range(d_head):
-                acc = 0.0
-                for y in range(D):
-                    acc += cs[y, h] * qkv[rows[y], v0 + i]
-                if mean_heads:
-                    out[m, i] += acc / heads
-                else:
-                    out[m, h * d_head + i] = acc
+        _node_output(qkv, rows, D, cs.T, heads, d_head, mean_heads, out[m])  # cs is [D, heads]
 
 
 @numba.njit(**_JIT, inline="always")
