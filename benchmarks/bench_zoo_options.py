@@ -19,15 +19,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-from common import PROJECT, RESULTS, append_result, shared_dataset
+from common import (
+    METRIC_NAMES,
+    RESULTS,
+    append_result,
+    cells,
+    shared_dataset,
+    test_cells,
+    train_evaluate,
+)
 
-BIN = [sys.executable, "-m", "basketgnn"]
 #: Each variant's keys (beside fusion off and one thread); "objective" is the model's paper objective.
 VARIANTS = {
     "default": {},
@@ -53,31 +56,9 @@ def done() -> set[tuple[str, str, str, int]]:
 
 def one(data: str, model: str, variant: str, seed: int, runs: Path) -> dict:
     out = runs / f"{data}-{model}-{variant}-s{seed}"
-    out.mkdir(parents=True, exist_ok=True)
     sets = {"fusion": "off", "threads": 1, **settings(model, variant)}
-    cmd = [*BIN, "train", "--model", model, "--data", str(shared_dataset(data)), "--out", str(out),
-           "--seed", str(seed), "--no-progress"]
-    for key, value in sets.items():
-        cmd += ["--set", f"{key}={json.dumps(value) if isinstance(value, bool) else value}"]
-    load_before, t0 = os.getloadavg(), time.perf_counter()
-    with open(out / "train.out", "a") as f:
-        subprocess.run(cmd, cwd=PROJECT, stdout=f, stderr=subprocess.STDOUT, check=True)
-    wall = time.perf_counter() - t0
-    metrics = {}
-    for split in ("validate", "test"):
-        path = out / f"{split}.json"
-        with open(out / "evaluate.out", "a") as f:
-            subprocess.run([*BIN, "evaluate", "--checkpoint", str(out / "best.pt"), "--split", split,
-                            "--output", str(path)], cwd=PROJECT, stdout=f, stderr=subprocess.STDOUT, check=True)
-        metrics[split] = json.loads(path.read_text())["metrics"]
-    log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
-    best = max(log, key=lambda r: r["val_mean_ndcg"])
-    return {
-        "data": data, "model": model, "variant": variant, "seed": seed, "settings": sets, "command": cmd[2:],
-        "epochs_run": len(log), "best_epoch": best["epoch"], "train_wall_s": round(wall, 1),
-        "load_before": [round(x, 1) for x in load_before], "load_after": [round(x, 1) for x in os.getloadavg()],
-        "validate": metrics["validate"], "test": metrics["test"], "run_dir": str(out),
-    }
+    return {"data": data, "model": model, "variant": variant, "seed": seed,
+            **train_evaluate(out, model, shared_dataset(data), seed, sets)}
 
 
 #: The default's earlier seed-0 runs in zoo.jsonl (BENCHMARKS.md section 8; fusion tifu, so their
@@ -104,15 +85,11 @@ def summary() -> str:
     rows = [json.loads(line) for line in (RESULTS / "zoo_options.jsonl").read_text().splitlines() if line.strip()]
     rows += earlier_defaults()
     order = [*VARIANTS, "default, zoo.jsonl"]
-    names = [f"{m}@{k}" for k in (10, 20) for m in ("recall", "ndcg", "phr")]
     out = ["| data | model | variant | epochs (best) | validation R / N / P @10 | test R / N / P @10 "
            "| test R / N / P @20 | test repeat / explore recall@10 |", "|---|---|---|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: (r["data"], r["model"], order.index(r["variant"]))):
-        v, t = r["validate"], r["test"]
-        cell = lambda m, names: " / ".join(f"{m[n]:.4f}" if n in m else "-" for n in names)  # noqa: E731
         out.append(f"| {r['data']} | {r['model']} | {r['variant']} | {r['epochs_run']} ({r['best_epoch']}) "
-                   f"| {cell(v, names[:3])} | {cell(t, names[:3])} | {cell(t, names[3:])} "
-                   f"| {cell(t, ['repeat_recall@10', 'explore_recall@10'])} |")
+                   f"| {cells(r['validate'], METRIC_NAMES[:3])} | {test_cells(r['test'])} |")
     return "\n".join(out)
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,3 +33,53 @@ def append_result(name: str, record: dict) -> None:
     record = {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), **record}
     with open(RESULTS / f"{name}.jsonl", "a") as f:
         f.write(json.dumps(record) + "\n")
+
+
+#: The command line of the package, run from the project root.
+BIN = [sys.executable, "-m", "basketgnn"]
+
+
+def train_evaluate(out: Path, model: str, data: Path, seed: int, sets: dict) -> dict:
+    """One run as a user types it: ``basketgnn train --model MODEL --data DATA --out OUT --seed S
+    --no-progress --set KEY=VALUE ...``, then ``basketgnn evaluate`` of its ``best.pt`` on the
+    validation and the test users. Returns the settings, the command, the epochs, the wall time,
+    the load and both splits' metrics (train.out / evaluate.out in ``out`` keep the output)."""
+    out.mkdir(parents=True, exist_ok=True)
+    cmd = [*BIN, "train", "--model", model, "--data", str(data), "--out", str(out),
+           "--seed", str(seed), "--no-progress"]
+    for key, value in sets.items():
+        cmd += ["--set", f"{key}={json.dumps(value) if isinstance(value, bool) else value}"]
+    load_before, t0 = os.getloadavg(), time.perf_counter()
+    with open(out / "train.out", "a") as f:
+        subprocess.run(cmd, cwd=PROJECT, stdout=f, stderr=subprocess.STDOUT, check=True)
+    wall = time.perf_counter() - t0
+    metrics = {}
+    for split in ("validate", "test"):
+        path = out / f"{split}.json"
+        with open(out / "evaluate.out", "a") as f:
+            subprocess.run([*BIN, "evaluate", "--checkpoint", str(out / "best.pt"), "--split", split,
+                            "--output", str(path)], cwd=PROJECT, stdout=f, stderr=subprocess.STDOUT, check=True)
+        metrics[split] = json.loads(path.read_text())["metrics"]
+    log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+    best = max(log, key=lambda r: r["val_mean_ndcg"])
+    return {
+        "settings": sets, "command": cmd[2:], "epochs_run": len(log), "best_epoch": best["epoch"],
+        "val_mean_ndcg": best["val_mean_ndcg"], "train_wall_s": round(wall, 1),
+        "load_before": [round(x, 1) for x in load_before], "load_after": [round(x, 1) for x in os.getloadavg()],
+        "validate": metrics["validate"], "test": metrics["test"], "run_dir": str(out),
+    }
+
+
+#: The @10 and @20 metric names, recall / NDCG / PHR, in the tables' order.
+METRIC_NAMES = [f"{m}@{k}" for k in (10, 20) for m in ("recall", "ndcg", "phr")]
+
+
+def cells(metrics: dict, names: list[str]) -> str:
+    """``metrics``' values of ``names`` as "0.1234 / 0.5678 / ..." ("-" where absent)."""
+    return " / ".join(f"{metrics[n]:.4f}" if n in metrics else "-" for n in names)
+
+
+def test_cells(test: dict) -> str:
+    """A table's three test cells: R / N / P @10, R / N / P @20, repeat / explore recall@10."""
+    return (f"{cells(test, METRIC_NAMES[:3])} | {cells(test, METRIC_NAMES[3:])} "
+            f"| {cells(test, ['repeat_recall@10', 'explore_recall@10'])}")

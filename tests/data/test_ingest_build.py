@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from basketgnn.data.dataset import NO_TIME
-from basketgnn.data.ingest.build import basket_id_order, build
+from basketgnn.data.ingest.build import basket_id_order, build, ordered_table
 from basketgnn.data.ingest.options import Columns, PrepareOptions
 from basketgnn.errors import UserError
 
@@ -111,9 +111,25 @@ def test_basket_id_order(ids, order):
     con = duckdb.connect()
     con.execute("CREATE TABLE basket_ids (basket VARCHAR)")
     con.executemany("INSERT INTO basket_ids VALUES (?)", [(i,) for i in ids])
-    assert basket_id_order(con) == order
+    assert basket_id_order(con, "basket_ids") == order
 
 
 def test_no_customer_left_is_a_user_error():
     with pytest.raises(UserError, match="No customer is left with at least 5 baskets"):
         _build(_rows(0), Columns(), PrepareOptions(min_baskets=5, last_n=4))
+
+
+def test_ordered_table_rowid_is_the_rank_in_parallel(tmp_path):
+    """Several threads, a table spread over many row groups, insertion order otherwise off (as
+    prepare runs): each row's rowid is its rank in the ORDER BY, and the setting comes back."""
+    con = duckdb.connect(str(tmp_path / "db.duckdb"))
+    con.execute("SET threads = 4")
+    con.execute("SET preserve_insertion_order = false")
+    con.execute("CREATE TABLE src AS SELECT (i * 7919) % 300007 AS a, (i % 13)::VARCHAR AS s FROM range(300007) t(i)")
+    ordered_table(con, "out", "SELECT a FROM src", "s, a")
+    ranks = con.execute(
+        "SELECT count(*) FILTER (WHERE o.rowid <> r.rank), count(*) FROM out o JOIN "
+        "(SELECT a, row_number() OVER (ORDER BY s, a) - 1 AS rank FROM src) r USING (a)"
+    ).fetchall()[0]
+    assert ranks == (0, 300007)
+    assert con.execute("SELECT current_setting('preserve_insertion_order')").fetchall()[0][0] is False

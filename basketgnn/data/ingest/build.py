@@ -1,15 +1,19 @@
 """The prepared dataset from the validated rows (view ``good``), as SQL tables (listed in
 :mod:`.duckdb_engine`), then the arrays of :class:`BasketData`:
 
-1. :func:`code_rows`: customers, items and baskets get codes; each basket its time and its global
-   number ``gb`` in (customer, time, basket id) order;
+1. :func:`code_rows`: customers, items and baskets get codes, each basket its time;
 2. :func:`basket_entries`: the distinct items of each basket (duplicates counted);
 3. :func:`drop_rare_items`: items bought in fewer than ``min_item_baskets`` baskets go;
 4. :func:`cap_baskets`: a basket keeps its ``max_basket_items`` most popular items;
-5. :func:`keep_baskets`: each customer's last N baskets, customers with too few or too many;
-6. :func:`dataset_arrays`: items renumbered densely, the arrays read back.
+5. :func:`number_baskets`: the baskets left get their global number ``gb`` in (customer, time,
+   basket id) order and their rank from each customer's end;
+6. :func:`keep_baskets`: each customer's last N baskets, customers with too few or too many;
+7. :func:`dataset_arrays`: the kept entries in (basket, item) order, items renumbered densely, the
+   arrays read back.
 
-Every step adds its counts to the report.
+Every step adds its counts to the report. Global orders (the codes, ``gb``, the entries) come
+from :func:`ordered_table`: one parallel sort stored in order, a row's ``rowid`` its rank,
+where ``row_number() OVER (ORDER BY ...)`` would number the rows in one thread.
 """
 
 from __future__ import annotations
@@ -50,68 +54,73 @@ def build(
     con.execute("DROP TABLE raw")  # the strings are not needed past here; frees memory / spill space
     entries = basket_entries(con, key, report)
     entries = drop_rare_items(con, entries, options.min_item_baskets, report)
-    entries = cap_baskets(con, entries, options.max_basket_items, report)
-    keep_baskets(con, entries, options, report)
+    entries = cap_baskets(con, entries, key, options.max_basket_items, report)
+    number_baskets(con, entries, key, columns)
+    keep_baskets(con, options, report)
+    kept_entries(con, entries, key)
     has_time = bool(columns.timestamp)
     if arrays_file is None:
-        return dataset_arrays(con, entries, has_time)
-    stream_dataset_arrays(con, entries, has_time, arrays_file)
+        return dataset_arrays(con, has_time)
+    stream_dataset_arrays(con, has_time, arrays_file)
     return BasketData(meta={}, **load_arrays(arrays_file))
 
 
+def ordered_table(con: duckdb.DuckDBPyConnection, name: str, query: str, order: str) -> None:
+    """Table ``name`` of ``query``'s rows stored in ``ORDER BY order``, so that a row's
+    ``rowid`` is its 0-based rank in that order (the order is kept with insertion order
+    preserved for this one statement; ``query`` may order by columns it does not select)."""
+    was = con.execute("SELECT current_setting('preserve_insertion_order')").fetchall()[0][0]
+    con.execute("SET preserve_insertion_order = true")
+    try:
+        con.execute(f"CREATE TABLE {name} AS {query} ORDER BY {order}")
+    finally:
+        con.execute(f"SET preserve_insertion_order = {'true' if was else 'false'}")
+
+
+def _dictionary(con: duckdb.DuckDBPyConnection, name: str, column: str, code: str) -> None:
+    """Table ``name(column, code)``: the distinct values of ``good.column`` coded 0, 1, ... in
+    sorted-string order (DuckDB compares VARCHAR by UTF-8 bytes, which is code point order, as
+    Python's sort does)."""
+    ordered_table(con, f"{name}_sorted", f"SELECT DISTINCT {column} FROM good", column)
+    con.execute(f"CREATE TABLE {name} AS SELECT {column}, rowid::INTEGER AS {code} FROM {name}_sorted")
+    con.execute(f"DROP TABLE {name}_sorted")
+
+
 def code_rows(con: duckdb.DuckDBPyConnection, columns: Columns) -> str:
-    """Tables ``cust_dict``, ``item_dict`` (and ``basket_dict``), ``coded`` and ``baskets``;
-    returns the column that tells a customer's baskets apart in ``coded``: ``bo`` (the basket
-    id's order) or, without a basket column, ``t``."""
+    """Tables ``cust_dict``, ``item_dict`` (and ``basket_dict``), ``coded`` and (with a basket
+    column) ``baskets(c, bo, t)``; returns the column that tells a customer's baskets apart in
+    ``coded``: ``bo`` (a code standing for the basket id) or, without a basket column, ``t``."""
     sql = con.execute
-    # Codes in sorted-string order (DuckDB compares VARCHAR by UTF-8 bytes, which is code point
-    # order, as Python's sort does).
-    sql(
-        "CREATE TABLE cust_dict AS SELECT cust, (row_number() OVER (ORDER BY cust) - 1)::INTEGER"
-        " AS c FROM (SELECT DISTINCT cust FROM good)"
-    )
-    sql(
-        "CREATE TABLE item_dict AS SELECT item, (row_number() OVER (ORDER BY item) - 1)::INTEGER"
-        " AS i FROM (SELECT DISTINCT item FROM good)"
-    )
+    _dictionary(con, "cust_dict", "cust", "c")
+    _dictionary(con, "item_dict", "item", "i")
     if not columns.basket:  # a basket is (customer, timestamp)
         sql(
             "CREATE TABLE coded AS SELECT c, i, t FROM good"
             " JOIN cust_dict USING (cust) JOIN item_dict USING (item)"
         )
-        sql(
-            "CREATE TABLE baskets AS SELECT c, t, row_number() OVER (ORDER BY c, t) - 1 AS gb "
-            "FROM (SELECT DISTINCT c, t FROM coded)"
-        )
         return "t"
-    sql("CREATE TABLE basket_ids AS SELECT DISTINCT basket FROM good")
-    order = "basket" if columns.timestamp else basket_id_order(con)
+    # bo, a basket id's row in basket_dict, is any code for it: the id itself orders a
+    # customer's baskets (number_baskets).
+    sql("CREATE TABLE basket_dict AS SELECT DISTINCT basket FROM good")
     sql(
-        f"CREATE TABLE basket_dict AS SELECT basket, row_number() OVER (ORDER BY {order}) "
-        "AS bo FROM basket_ids"
-    )
-    sql(
-        "CREATE TABLE coded AS SELECT c, i, bo, "
+        "CREATE TABLE coded AS SELECT c, i, b.rowid AS bo, "
         + ("t" if columns.timestamp else "NULL::BIGINT AS t")
         + " FROM good JOIN cust_dict USING (cust) JOIN item_dict USING (item)"
-        " JOIN basket_dict USING (basket)"
+        " JOIN basket_dict b USING (basket)"
     )
-    sql(
-        "CREATE TABLE baskets AS SELECT c, bo, min(t) AS t, "
-        "row_number() OVER (ORDER BY c, min(t), bo) - 1 AS gb FROM coded GROUP BY c, bo"
-    )
+    sql("CREATE TABLE baskets AS SELECT c, bo, min(t) AS t FROM coded GROUP BY c, bo")
     return "bo"
 
 
-def basket_id_order(con: duckdb.DuckDBPyConnection) -> str:
-    """The ORDER BY of the ids in ``basket_ids`` when there is no timestamp: numeric when every
-    id is a number (ties, e.g. "1" and "01", by the id string), else the id string; as
-    pd.to_numeric would, integers compare exactly and any non-integer makes all compare as
-    floats."""
+def basket_id_order(con: duckdb.DuckDBPyConnection, table: str = "basket_dict") -> str:
+    """The ORDER BY of the ids in ``table`` (column ``basket``) when there is no timestamp:
+    numeric when every id is a number (ties, e.g. "1" and "01", by the id string), else the id
+    string; as pd.to_numeric would, integers compare exactly and any non-integer makes all
+    compare as floats."""
     all_num, all_int = con.execute(
         f"SELECT bool_and(regexp_full_match(basket, {lit(_NUMBER_RE)})), "
         f"bool_and(regexp_full_match(basket, {lit(_INT_RE)}) "
-        "AND TRY_CAST(basket AS BIGINT) IS NOT NULL) FROM basket_ids"
+        f"AND TRY_CAST(basket AS BIGINT) IS NOT NULL) FROM {table}"
     ).fetchall()[0]
     if all_int:
         return "TRY_CAST(basket AS BIGINT), basket"
@@ -121,13 +130,9 @@ def basket_id_order(con: duckdb.DuckDBPyConnection) -> str:
 
 
 def basket_entries(con: duckdb.DuckDBPyConnection, key: str, report: dict[str, Any]) -> str:
-    """Table ``entries(gb, i)``: each basket's distinct items; counts the duplicates. Returns
-    the table's name."""
-    # De-duplicate, then join: a join feeding an aggregation holds both in memory at once.
-    con.execute(
-        f"CREATE TABLE entries AS SELECT gb, i FROM (SELECT DISTINCT c, {key}, i FROM coded) "
-        f"JOIN baskets USING (c, {key})"
-    )
+    """Table ``entries(c, key, i)``: each basket's distinct items; counts the duplicates.
+    Returns the table's name."""
+    con.execute(f"CREATE TABLE entries AS SELECT DISTINCT c, {key}, i FROM coded")
     n_rows, n_entries = con.execute(
         "SELECT (SELECT count(*) FROM coded), (SELECT count(*) FROM entries)"
     ).fetchall()[0]
@@ -146,7 +151,7 @@ def drop_rare_items(
         f"CREATE TABLE frequent AS SELECT i FROM {entries} GROUP BY i "
         f"HAVING count(*) >= {int(min_item_baskets)}"
     )
-    con.execute(f"CREATE TABLE entries2 AS SELECT gb, i FROM {entries} SEMI JOIN frequent USING (i)")
+    con.execute(f"CREATE TABLE entries2 AS SELECT * FROM {entries} SEMI JOIN frequent USING (i)")
     n_entries, n_kept = con.execute(
         f"SELECT (SELECT count(*) FROM {entries}), (SELECT count(*) FROM entries2)"
     ).fetchall()[0]
@@ -155,7 +160,7 @@ def drop_rare_items(
 
 
 def cap_baskets(
-    con: duckdb.DuckDBPyConnection, entries: str, cap: int | None, report: dict[str, Any]
+    con: duckdb.DuckDBPyConnection, entries: str, key: str, cap: int | None, report: dict[str, Any]
 ) -> str:
     """Every basket cut to its ``cap`` most popular items (table ``capped``; ``entries`` itself
     without a cap). Popularity is the number of baskets holding the item after the rare-item
@@ -165,33 +170,49 @@ def cap_baskets(
         return entries
     cap = int(cap)
     con.execute(
-        "CREATE TABLE capped AS SELECT gb, i FROM (SELECT gb, i, row_number() OVER "
-        "(PARTITION BY gb ORDER BY pop DESC, i) AS rank_in_basket FROM "
+        f"CREATE TABLE capped AS SELECT c, {key}, i FROM (SELECT c, {key}, i, row_number() OVER "
+        f"(PARTITION BY c, {key} ORDER BY pop DESC, i) AS rank_in_basket FROM "
         f"{entries} JOIN (SELECT i, count(*) AS pop FROM {entries} GROUP BY i) USING (i)) "
         f"WHERE rank_in_basket <= {cap}"
     )
     n_capped, n_dropped = con.execute(
         f"SELECT count(*), coalesce(sum(size - {cap}), 0) FROM "
-        f"(SELECT count(*) AS size FROM {entries} GROUP BY gb) WHERE size > {cap}"
+        f"(SELECT count(*) AS size FROM {entries} GROUP BY c, {key}) WHERE size > {cap}"
     ).fetchall()[0]
     report["baskets_capped"] = int(n_capped)
     report["items_dropped_basket_cap"] = int(n_dropped)
     return "capped"
 
 
-def keep_baskets(
-    con: duckdb.DuckDBPyConnection, entries: str, options: PrepareOptions, report: dict[str, Any]
-) -> None:
-    """Table ``kept(gb, c, t, size)``: each customer's last ``last_n`` baskets, of the customers
-    left with ``min_baskets`` .. ``max_baskets`` of them. Raises when no customer is left."""
-    sql = con.execute
-    # rfe = rank of the basket within its customer counted from the end (1 = most recent).
-    last_n = "TRUE" if options.last_n is None else f"rfe <= {int(options.last_n)}"
-    sql(
-        "CREATE TABLE ranked AS SELECT gb, c, t, size, "
-        "row_number() OVER (PARTITION BY c ORDER BY gb DESC) AS rfe "
-        f"FROM (SELECT gb, count(*) AS size FROM {entries} GROUP BY gb) JOIN baskets USING (gb)"
+def number_baskets(con: duckdb.DuckDBPyConnection, entries: str, key: str, columns: Columns) -> None:
+    """Table ``ranked(gb, c, key, t, size, rfe)``: the baskets left in ``entries``, ``gb``
+    numbering them in (customer, time, basket id) order, ``rfe`` their rank within their
+    customer counted from the end (1 = most recent). A customer's baskets are consecutive in
+    ``gb``, so ``rfe`` is the customer's first number plus its count minus ``gb``."""
+    sizes = f"SELECT c, {key}, count(*) AS size FROM {entries} GROUP BY c, {key}"
+    if key == "t":  # no basket column: the time is the basket
+        ordered_table(con, "numbered", sizes, "c, t")
+    else:
+        order = "basket" if columns.timestamp else basket_id_order(con)
+        ordered_table(
+            con, "numbered",
+            f"SELECT c, bo, t, size FROM ({sizes}) JOIN baskets USING (c, bo) JOIN basket_dict b ON bo = b.rowid",
+            f"c, t, {order}",
+        )  # fmt: skip
+    keys = "n.c, n.t" if key == "t" else "n.c, n.bo, n.t"
+    con.execute(
+        f"CREATE TABLE ranked AS SELECT n.rowid AS gb, {keys}, n.size, f.first + f.n - n.rowid AS rfe "
+        "FROM numbered n JOIN (SELECT c, min(rowid) AS first, count(*) AS n FROM numbered GROUP BY c) f "
+        "USING (c)"
     )
+
+
+def keep_baskets(con: duckdb.DuckDBPyConnection, options: PrepareOptions, report: dict[str, Any]) -> None:
+    """Table ``kept``: the rows of ``ranked`` that are each customer's last ``last_n`` baskets,
+    of the customers left with ``min_baskets`` .. ``max_baskets`` of them. Raises when no
+    customer is left."""
+    sql = con.execute
+    last_n = "TRUE" if options.last_n is None else f"rfe <= {int(options.last_n)}"
     if options.last_n is not None:
         report["baskets_dropped_last_n"] = int(
             sql(f"SELECT count(*) FROM ranked WHERE NOT ({last_n})").fetchall()[0][0]
@@ -207,15 +228,27 @@ def keep_baskets(
         sql("SELECT count(*) FROM cust_ok WHERE n > 0 AND NOT ok").fetchall()[0][0]
     )
     sql(
-        "CREATE TABLE kept AS SELECT gb, c, t, size FROM ranked "
+        "CREATE TABLE kept AS SELECT * FROM ranked "
         f"SEMI JOIN (SELECT c FROM cust_ok WHERE ok) USING (c) WHERE {last_n}"
     )
     if sql("SELECT count(*) FROM kept").fetchall()[0][0] == 0:
         raise no_customer_left(options)
 
 
-#: The queries of the arrays, in (customer, basket) order; ``{entries}`` is the entries table.
-_ITEMS = "SELECT ii FROM {entries} JOIN kept USING (gb) JOIN item_map USING (i) ORDER BY gb, ii"
+def kept_entries(con: duckdb.DuckDBPyConnection, entries: str, key: str) -> None:
+    """Tables ``kept_entries(gb, i)``, the entries of the kept baskets stored in (basket, item)
+    order (the order of the ``items`` array), and ``item_map(i, ii)``, the items left renumbered
+    densely in order."""
+    ordered_table(con, "kept_entries", f"SELECT gb, i FROM {entries} JOIN kept USING (c, {key})", "gb, i")
+    con.execute(
+        "CREATE TABLE item_map AS SELECT i, (row_number() OVER (ORDER BY i) - 1)::INTEGER AS ii "
+        "FROM (SELECT DISTINCT i FROM kept_entries)"
+    )
+
+
+#: The queries of the arrays, in (customer, basket) order, read with insertion order preserved
+#: (``kept_entries`` is stored in its order).
+_ITEMS = "SELECT i FROM kept_entries"
 _BASKET_SIZES = "SELECT size FROM kept ORDER BY gb"
 _BASKETS_PER_USER = "SELECT count(*) FROM kept GROUP BY c ORDER BY c"
 _BASKET_TIMES = "SELECT t FROM kept ORDER BY gb"
@@ -225,23 +258,24 @@ _ITEM_IDS = "SELECT item FROM item_dict JOIN item_map USING (i) ORDER BY i"
 STREAM_ROWS = 1 << 20
 
 
-def _map_items(con: duckdb.DuckDBPyConnection, entries: str) -> None:
-    """Table ``item_map(i, ii)``: the items left in kept baskets renumbered densely, in order."""
-    con.execute(
-        "CREATE TABLE item_map AS SELECT i, (row_number() OVER (ORDER BY i) - 1)::INTEGER AS ii "
-        f"FROM (SELECT DISTINCT i FROM {entries} SEMI JOIN kept USING (gb))"
-    )
+def _item_lookup(con: duckdb.DuckDBPyConnection) -> np.ndarray:
+    """[n item codes] int32: each item code's dense number ``ii`` (-1 for the items not left)."""
+    pairs = con.execute("SELECT i, ii FROM item_map").fetchnumpy()
+    n_codes = con.execute("SELECT count(*) FROM item_dict").fetchall()[0][0]
+    lookup = np.full(n_codes, -1, dtype=np.int32)
+    lookup[pairs["i"]] = pairs["ii"]
+    return lookup
 
 
-def dataset_arrays(con: duckdb.DuckDBPyConnection, entries: str, has_time: bool) -> BasketData:
-    """The :class:`BasketData` of the baskets in ``kept`` (their items from ``entries``), items
-    renumbered densely over what is left, keeping their sorted order."""
-    _map_items(con, entries)
+def dataset_arrays(con: duckdb.DuckDBPyConnection, has_time: bool) -> BasketData:
+    """The :class:`BasketData` of the baskets in ``kept`` (their items from ``kept_entries``),
+    items renumbered densely over what is left, keeping their sorted order."""
+    con.execute("SET preserve_insertion_order = true")  # _ITEMS reads the stored order
 
     def column(query: str) -> np.ndarray:
         return next(iter(con.execute(query).fetchnumpy().values()))
 
-    items = column(_ITEMS.format(entries=entries))
+    items = _item_lookup(con)[column(_ITEMS)]
     basket_len = column(_BASKET_SIZES)
     per_user = column(_BASKETS_PER_USER)
     if has_time:
@@ -262,20 +296,18 @@ def dataset_arrays(con: duckdb.DuckDBPyConnection, entries: str, has_time: bool)
     )
 
 
-def stream_dataset_arrays(
-    con: duckdb.DuckDBPyConnection, entries: str, has_time: bool, path: Path
-) -> None:
+def stream_dataset_arrays(con: duckdb.DuckDBPyConnection, has_time: bool, path: Path) -> None:
     """Write the arrays :func:`dataset_arrays` returns into the ``.npz`` file ``path``, batch
     by batch (:data:`STREAM_ROWS` rows of one column at a time), as ``BasketData.save`` writes
     them: memory holds a batch, whatever the number of rows; DuckDB sorts within its own
     ``memory_limit``, spilling to disk."""
-    _map_items(con, entries)
+    lookup = _item_lookup(con)
     n_entries, n_baskets, n_users = con.execute(
         "SELECT coalesce(sum(size), 0)::BIGINT, count(*), count(DISTINCT c) FROM kept"
     ).fetchall()[0]
 
-    # A relation's reader keeps the ORDER BY (the DB-API result's reader, with insertion
-    # order not preserved, hands out sorted batches in any order).
+    # A relation's reader keeps the ORDER BY and a table's stored order (the DB-API result's
+    # reader, with insertion order not preserved, hands out batches in any order).
     con.execute("SET preserve_insertion_order = true")
 
     def batches(query: str) -> Iterator[np.ndarray]:
@@ -299,8 +331,8 @@ def stream_dataset_arrays(
                  for ids in batches(_USER_IDS)), default=0)  # fmt: skip
     with ArraysWriter(path) as w:
         with w.array("items", np.int32, n_entries) as put:
-            for values in batches(_ITEMS.format(entries=entries)):
-                put(values)
+            for values in batches(_ITEMS):
+                put(lookup[values])
         with w.array("basket_offsets", np.int64, n_baskets + 1) as put:
             offsets(put, _BASKET_SIZES)
         with w.array("user_offsets", np.int64, n_users + 1) as put:

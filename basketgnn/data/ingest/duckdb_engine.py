@@ -8,17 +8,21 @@ takes DuckDB's spill. Only the prepared arrays (int32 / int64, proportional to t
 the used id lists come back to Python. The order of the steps
 and the report's counts are listed in :mod:`basketgnn.data.ingest`.
 
-The pipeline, one table per step (``c`` customer code, ``i`` item code, ``bo`` basket-id order
-key, ``t`` ns since epoch, ``gb`` global basket number in (customer, time, basket id) order)::
+The pipeline, one table per step (``c`` customer code, ``i`` item code, ``bo`` basket code (the
+basket id's row in ``basket_dict``), ``t`` ns since epoch, ``gb`` global basket number in
+(customer, time, basket id) order, ``rfe`` a basket's rank from its customer's end)::
 
     raw(f, r, cust, item, basket, ts_raw, t[, w][, q_raw, q])   every row of every file
     good                                       rows kept by where / returns, without bad rows
-    cust_dict, item_dict, basket_dict          distinct strings -> codes in sorted-string order
+    cust_dict, item_dict                       distinct strings -> codes in sorted-string order
+    basket_dict                                the distinct basket ids
     coded(c, i, bo, t)                         good rows, coded
-    baskets(c, bo, t, gb)                      a basket's time is its earliest row time
-    entries(gb, i)                             distinct items per basket, rare items dropped,
+    baskets(c, bo, t)                          a basket's time is its earliest row time
+    entries(c, bo, i)                          distinct items per basket, rare items dropped,
                                                baskets capped at their most popular items
-    kept(gb, c, t, size)                       last N per customer, min/max baskets per customer
+    numbered, ranked(gb, c, bo, t, size, rfe)  the baskets left, numbered
+    kept(gb, c, bo, t, size, rfe)              last N per customer, min/max baskets per customer
+    kept_entries(gb, i)                        the kept baskets' items, stored in (gb, i) order
 
 How values are read:
 
