@@ -51,18 +51,31 @@ def build(
     and the dataset returned maps it (:func:`stream_dataset_arrays`): the same arrays, without
     ever holding them in memory."""
     key = code_rows(con, columns)
-    con.execute("DROP TABLE raw")  # the strings are not needed past here; frees memory / spill space
+    _drop(con, {"raw"})  # the strings are not needed past here
     entries = basket_entries(con, key, report)
-    entries = drop_rare_items(con, entries, options.min_item_baskets, report)
-    entries = cap_baskets(con, entries, key, options.max_basket_items, report)
-    number_baskets(con, entries, key, columns)
+    _drop(con, {"coded"})  # each step's input goes once used, so the file's blocks are reused
+    filtered = drop_rare_items(con, entries, options.min_item_baskets, report)
+    capped = cap_baskets(con, filtered, key, options.max_basket_items, report)
+    _drop(con, {entries, filtered} - {capped})
+    number_baskets(con, capped, key, columns)
+    _drop(con, {"numbered", "baskets", "basket_dict"})
     keep_baskets(con, options, report)
-    kept_entries(con, entries, key)
+    _drop(con, {"ranked"})
+    kept_entries(con, capped, key)
+    _drop(con, {capped})
     has_time = bool(columns.timestamp)
     if arrays_file is None:
         return dataset_arrays(con, has_time)
     stream_dataset_arrays(con, has_time, arrays_file)
     return BasketData(meta={}, **load_arrays(arrays_file))
+
+
+def _drop(con: duckdb.DuckDBPyConnection, tables: set[str]) -> None:
+    """Drop the working ``tables`` no later step reads; the checkpoint frees their blocks of
+    the database file for the next tables (else the file only grows)."""
+    for table in sorted(tables):
+        con.execute(f"DROP TABLE IF EXISTS {table}")
+    con.execute("CHECKPOINT")
 
 
 def ordered_table(con: duckdb.DuckDBPyConnection, name: str, query: str, order: str) -> None:
