@@ -202,16 +202,19 @@ def number_baskets(con: duckdb.DuckDBPyConnection, entries: str, key: str, colum
     numbering them in (customer, time, basket id) order, ``rfe`` their rank within their
     customer counted from the end (1 = most recent). A customer's baskets are consecutive in
     ``gb``, so ``rfe`` is the customer's first number plus its count minus ``gb``."""
-    sizes = f"SELECT c, {key}, count(*) AS size FROM {entries} GROUP BY c, {key}"
+    # The sizes first, on their own: one statement holding the aggregation, the joins and the
+    # sort at once spills far more to the temporary folder.
+    con.execute(f"CREATE TABLE sizes AS SELECT c, {key}, count(*) AS size FROM {entries} GROUP BY c, {key}")
     if key == "t":  # no basket column: the time is the basket
-        ordered_table(con, "numbered", sizes, "c, t")
+        ordered_table(con, "numbered", "SELECT c, t, size FROM sizes", "c, t")
     else:
         order = "basket" if columns.timestamp else basket_id_order(con)
         ordered_table(
             con, "numbered",
-            f"SELECT c, bo, t, size FROM ({sizes}) JOIN baskets USING (c, bo) JOIN basket_dict b ON bo = b.rowid",
+            "SELECT c, bo, t, size FROM sizes JOIN baskets USING (c, bo) JOIN basket_dict b ON bo = b.rowid",
             f"c, t, {order}",
         )  # fmt: skip
+    _drop(con, {"sizes"})
     keys = "n.c, n.t" if key == "t" else "n.c, n.bo, n.t"
     con.execute(
         f"CREATE TABLE ranked AS SELECT n.rowid AS gb, {keys}, n.size, f.first + f.n - n.rowid AS rfe "
