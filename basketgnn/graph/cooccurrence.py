@@ -46,16 +46,28 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, fields
 from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
-os.environ.setdefault("DGLBACKEND", "pytorch")
-import dgl  # noqa: E402
+from basketgnn.data.dataset import BasketData, _offsets, ranges
+from basketgnn.data.split import Instances
+from basketgnn.graph import build_kernel
 
-from basketgnn.data.dataset import BasketData, _offsets, ranges  # noqa: E402
-from basketgnn.data.split import Instances  # noqa: E402
-from basketgnn.graph import build_kernel  # noqa: E402
+if TYPE_CHECKING:
+    import dgl
+
+
+def dgl_module() -> Any:
+    """DGL, imported when the explicit edge form is first built. The factored form (the
+    default) never calls DGL, so the model also runs where DGL's CPU-only build cannot be
+    installed beside the torch in use (a CUDA machine with a newer torch)."""
+    os.environ.setdefault("DGLBACKEND", "pytorch")
+    import dgl
+    import dgl.function  # noqa: F401  (the message and reduce functions of the edge form)
+
+    return dgl
 
 
 @dataclass(frozen=True)
@@ -290,7 +302,7 @@ class UserGraphs:
             w = np.concatenate(
                 [self.edge_w[e], np.repeat(self.self_w[idx], n_present + n_nodes)]
             )
-            graph = dgl.graph((torch.from_numpy(src), torch.from_numpy(dst)), num_nodes=R)
+            graph = dgl_module().graph((torch.from_numpy(src), torch.from_numpy(dst)), num_nodes=R)
             graph.edata["w"] = torch.from_numpy(w.astype(np.float32))
         else:
             assert self.pair_offsets is not None and self.pair_row is not None

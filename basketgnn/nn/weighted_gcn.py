@@ -24,14 +24,17 @@ entries of B and no co-occurrence edge list (same values; see graph.cooccurrence
 
 from __future__ import annotations
 
-import dgl
-import dgl.function as fn
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
 
-from basketgnn.graph.cooccurrence import FactoredAdjacency
+from basketgnn.graph.cooccurrence import FactoredAdjacency, dgl_module
 from basketgnn.jit import compiled_inference_applies
 from basketgnn.nn import gcn_kernel
+
+if TYPE_CHECKING:
+    import dgl
 
 
 def weighted_sum(graph: dgl.DGLGraph | FactoredAdjacency, x: torch.Tensor, compiled: bool = True) -> torch.Tensor:
@@ -51,6 +54,7 @@ def weighted_sum(graph: dgl.DGLGraph | FactoredAdjacency, x: torch.Tensor, compi
         slots = x.new_zeros(a.num_slots, x.shape[1]).index_add(0, a.pair_slot, x.index_select(0, a.pair_row))
         back = torch.zeros_like(x).index_add(0, a.pair_row, slots.index_select(0, a.pair_slot))
         return (back + a.row_self.to(x.dtype).unsqueeze(1) * x) * a.row_scale.to(x.dtype).unsqueeze(1)
+    fn = dgl_module().function
     with graph.local_scope():
         graph.ndata["x"] = x
         graph.update_all(fn.u_mul_e("x", "w", "m"), fn.sum("m", "agg"))
