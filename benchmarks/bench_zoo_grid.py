@@ -3,7 +3,11 @@ DIN and DNNTSP on each data set, fusion off (each model alone), chosen on the va
 
     .venv/bin/python benchmarks/bench_zoo_grid.py --data DC TaFeng --worker 0/2 &
     .venv/bin/python benchmarks/bench_zoo_grid.py --data DC TaFeng --worker 1/2 &
+    .venv/bin/python benchmarks/bench_zoo_grid.py --data realistic=/work/serve-real/data --worker 0/2 &
     .venv/bin/python benchmarks/bench_zoo_grid.py --summary
+
+A ``--data`` entry is a published split's name (``../shared/datasets``) or ``NAME=PATH``: a
+prepared folder or a DNNTSP JSON file, its rows labelled NAME.
 
 Each model's grid is three learning rates by two values of its regulariser (:data:`GRID`): the
 model's default and the paper's value of each, and one more value beside them. Every run is
@@ -48,6 +52,12 @@ def name(sets: dict) -> str:
     return "-".join(f"{k}{v:g}" for k, v in sets.items())
 
 
+def dataset(entry: str) -> tuple[str, Path]:
+    """(label, path) of a ``--data`` entry: ``NAME=PATH``, or a published split's name."""
+    label, _, path = entry.partition("=")
+    return (label, Path(path)) if path else (entry, shared_dataset(entry))
+
+
 def rows() -> list[dict]:
     path = RESULTS / "zoo_grid.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
@@ -84,12 +94,12 @@ def main() -> None:
         return
     i, n = (int(x) for x in args.worker.split("/"))
     finished = {(r["data"], r["model"], r["config"], r["seed"]) for r in rows()}
-    todo = [(d, m, c) for d in args.data for m in args.models for c in configs(m)]
-    for d, m, sets in todo[i::n]:
+    todo = [(*dataset(d), m, c) for d in args.data for m in args.models for c in configs(m)]
+    for d, path, m, sets in todo[i::n]:
         if (d, m, name(sets), args.seed) in finished:
             continue
         out = args.runs / f"{d}-{m}-{name(sets)}-s{args.seed}"
-        row = train_evaluate(out, m, shared_dataset(d), args.seed, {"fusion": "off", "threads": 1, **sets})
+        row = train_evaluate(out, m, path, args.seed, {"fusion": "off", "threads": 1, **sets})
         append_result("zoo_grid", {"data": d, "model": m, "config": name(sets), "seed": args.seed, **row})
         print(d, m, name(sets), row["val_mean_ndcg"], row["test"]["recall@10"], flush=True)
 

@@ -190,6 +190,8 @@ class _Run:
         if (self.plan.world_size, self.plan.rank) != (ctx.world_size, ctx.rank):
             raise ValueError(f"{self.plan} does not match this process (rank {ctx.rank} of {ctx.world_size})")
         self.loss_fn = spec.loss or _default_loss(data.n_items, config)
+        # The loss from the scores in shared form where the model offers one for this config.
+        self.sparse_loss_fn = spec.sparse_loss(config) if spec.sparse_loss is not None else None
         if config.train_prefixes:
             train = prefix_instances(train)
         self.fingerprint = data_fingerprint(data, train, validate)
@@ -279,8 +281,11 @@ class _Run:
                 skip = distributed.any_rank(skip)  # a DDP step is all ranks or none
             if skip:
                 continue
-            scores = net(batch)  # [B, I]
-            loss = self.loss_fn(self.module, batch, scores, config)
+            if self.sparse_loss_fn is not None:
+                loss = self.sparse_loss_fn(self.module, batch, net(batch, sparse=True), config)
+            else:
+                scores = net(batch)  # [B, I]
+                loss = self.loss_fn(self.module, batch, scores, config)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             self.optimizer.step()

@@ -43,6 +43,12 @@ The pieces a model supplies:
   default configuration: an item outside a customer's history scores the same for everyone).
   Ranking then reads a few candidates per customer instead of the [B, n_items] matrix, with
   the same items and values. None for a configuration without that form.
+* ``sparse_loss(config) -> loss | None``: optional; for a configuration whose training loss
+  can be taken from the scores in shared form, that loss ``(module, batch, SparseForward,
+  config) -> scalar``: training then calls the module as ``module(batch, sparse=True)``, which
+  returns a :class:`SparseForward`, and never builds the [B, n_items] matrix (DNNTSP's default:
+  the soft-margin loss summed per item and per entry). The same loss and gradients as ``loss``
+  on the dense scores; None keeps the dense path.
 * ``attention(module, batch, rows, items) -> TemporalWeights | None``: optional; for the
   reasons given with a recommendation, how much each past basket of the window weighs in the
   vector of each pair (batch row, item) asked for (DNNTSP: its temporal attention and
@@ -129,6 +135,7 @@ class ModelSpec:
     init: Callable[[nn.Module, BasketData, Instances, Any], None] | None = None
     item_indexed: Callable[[Any], dict[str, int]] | None = None
     score_sparse: Callable[[nn.Module, Batch], SparseForward | None] | None = None
+    sparse_loss: Callable[[Any], Callable[[nn.Module, Batch, SparseForward, Any], torch.Tensor] | None] | None = None
     attention: Callable[[nn.Module, Batch, torch.Tensor, torch.Tensor], TemporalWeights | None] | None = None
     #: Named starting points of the model's config keys (``basketgnn train --preset NAME``).
     presets: dict[str, dict[str, Any]] = field(default_factory=dict)

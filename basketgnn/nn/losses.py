@@ -29,6 +29,43 @@ def soft_margin_loss(scores: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return F.binary_cross_entropy_with_logits(scores, y)
 
 
+def soft_margin_loss_shared(
+    base: torch.Tensor,
+    value: torch.Tensor,
+    row: torch.Tensor,
+    item: torch.Tensor,
+    target_items: torch.Tensor,
+    target_offsets: torch.Tensor,
+) -> torch.Tensor:
+    """:func:`soft_margin_loss` of scores in shared form, without the [B, I] matrix: the scores
+    are ``base[i]`` for every user except at the entries (row[m], item[m]), which score
+    ``value[m]``; the targets are the multi-hot of the target baskets. With BCE(x, y) =
+    softplus(x) - x y,
+
+        sum_{u,i} BCE = B * sum_i softplus(base_i) + sum_m (softplus(value_m) - softplus(base_{item_m}))
+                        - sum over targets (u, i) of x_ui,
+
+    x_ui the entry's value where (u, i) is an entry, else base_i; the loss is that over B * I.
+    The same value and gradients as the dense loss (float rounding aside) in O(I + M + targets).
+    Entries must be distinct pairs (a user's own items, each once); a target repeated within a
+    basket counts once, as in :func:`multi_hot`.
+
+    Shapes: base [I], value / row / item [M], target_items [nnz], target_offsets [B + 1] -> scalar.
+    """
+    n_items, batch_size = base.shape[0], len(target_offsets) - 1
+    total = batch_size * F.softplus(base).sum()
+    total = total + (F.softplus(value) - F.softplus(base.index_select(0, item))).sum()
+    t_row = torch.repeat_interleave(torch.arange(batch_size, device=base.device), target_offsets.diff())
+    t_key = torch.unique(t_row * n_items + target_items)  # [T] sorted, each (user, item) once
+    x_target = base.index_select(0, t_key % n_items)  # [T]
+    if len(item):
+        e_key, order = torch.sort(row * n_items + item)  # [M]
+        pos = torch.searchsorted(e_key, t_key).clamp(max=len(e_key) - 1)  # [T]
+        hit = e_key.index_select(0, pos) == t_key
+        x_target = torch.where(hit, value.index_select(0, order.index_select(0, pos)), x_target)
+    return (total - x_target.sum()) / (batch_size * n_items)
+
+
 def bpr_loss(scores: torch.Tensor, y: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
     """BPR with one uniformly sampled negative per positive: mean of -log sigmoid(s_pos - s_neg)."""
     rows, pos = y.nonzero(as_tuple=True)  # [P]

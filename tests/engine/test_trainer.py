@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -23,6 +24,30 @@ def fit(data, out_dir=None, **kw):
     rec = NeuralRecommender(SPEC, DNNTSPConfig(**{**FAST, **kw}), out_dir=out_dir)
     rec.fit(data, sp["train"], sp["validate"])
     return rec, sp
+
+
+def test_training_from_shared_scores_equals_the_dense_loss():
+    """DNNTSP's default trains from the scores in shared form (``sparse_loss``); the same run
+    through the dense [B, I] scores and the loss on them gives the same epoch losses to float
+    rounding."""
+    data = planted_data(n_users=80)
+    assert SPEC.sparse_loss is not None and SPEC.sparse_loss(DNNTSPConfig(**FAST)) is not None
+    sp = make_split(data, "temporal")
+    runs = []
+    for spec in (SPEC, dataclasses.replace(SPEC, sparse_loss=None)):
+        rec = NeuralRecommender(spec, DNNTSPConfig(**FAST, epochs=3))
+        rec.fit(data, sp["train"], sp["validate"])
+        runs.append(rec)
+    losses = [[r["train_loss"] for r in rec.result.history] for rec in runs]
+    assert losses[0] == pytest.approx(losses[1], rel=1e-5)
+    # The weights are not compared: Adam turns float32 rounding in gradients that are zero in
+    # exact arithmetic (a Linear's bias before BatchNorm) into full steps of either sign.
+    # tests/models/test_dnntsp_shared_loss.py compares one batch's gradients in float64.
+
+
+@pytest.mark.parametrize("changes", [{"loss": "mse"}, {"user_context": True}, {"explore_attention": True}])
+def test_configurations_without_the_shared_form_keep_the_dense_loss(changes):
+    assert SPEC.sparse_loss is not None and SPEC.sparse_loss(DNNTSPConfig(**FAST, **changes)) is None
 
 
 def test_loss_falls_and_beats_popularity_on_planted_signal():

@@ -4,7 +4,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+
+import torch
 
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
@@ -13,6 +16,7 @@ from basketgnn.graph.cooccurrence import GraphBatch, UserGraphs, build_user_grap
 from basketgnn.models.dnntsp.explain import attention_by_basket
 from basketgnn.models.dnntsp.model import DNNTSP, DNNTSPConfig
 from basketgnn.models.spec import ModelSpec, SparseForward
+from basketgnn.nn.losses import soft_margin_loss_shared
 
 __all__ = ["DNNTSP", "DNNTSPConfig", "SPEC"]
 
@@ -56,6 +60,19 @@ def _score_sparse(module: DNNTSP, batch: GraphBatch) -> SparseForward | None:
     return SparseForward(out[0], batch.node_user, batch.node_item, out[1])
 
 
+def _sparse_loss(config: DNNTSPConfig) -> Callable[..., torch.Tensor] | None:
+    """The soft-margin loss from the scores in shared form, where this configuration's scorer
+    gives items outside a history one score for everyone (no user_context, explore_attention)."""
+    if config.loss != "softmargin" or config.user_context or config.explore_attention:
+        return None
+    return _shared_soft_margin
+
+
+def _shared_soft_margin(module: DNNTSP, batch: GraphBatch, out: SparseForward, config: DNNTSPConfig) -> torch.Tensor:
+    assert batch.target_items is not None and batch.target_offsets is not None
+    return soft_margin_loss_shared(out.base, out.value, out.row, out.item, batch.target_items, batch.target_offsets)
+
+
 #: ``basketgnn train --preset paper``: the model and schedule of the authors' public code
 #: (yule-BUAA/DNNTSP at 3876ad3): the DNNTSP constructor's defaults (no extension), Adam lr 1e-3,
 #: 64 users a batch in the data's order (their DataLoader does not shuffle), all 100 epochs
@@ -85,6 +102,7 @@ SPEC = ModelSpec(
     skip_batch=_too_small_for_batchnorm,
     init=_init,
     score_sparse=_score_sparse,
+    sparse_loss=_sparse_loss,
     attention=attention_by_basket,
     presets={"paper": PAPER},
 )

@@ -26,6 +26,7 @@ from torch import nn
 
 from basketgnn.graph.cooccurrence import GraphBatch
 from basketgnn.models.options import TrainOptions
+from basketgnn.models.spec import SparseForward
 from basketgnn.nn.aggregation import TemporalAggregation
 from basketgnn.nn.gated_scorer import GatedScorer, membership_features, repeat_features
 from basketgnn.nn.temporal_attention import MaskedTemporalSelfAttention
@@ -257,7 +258,15 @@ class DNNTSP(nn.Module):
         value and is masked out later. Shapes: rows [R, d] -> [M, T_max, d]."""
         return rows.index_select(0, batch.seq_row.reshape(-1)).view(*batch.seq_row.shape, -1)
 
-    def forward(self, batch: GraphBatch) -> torch.Tensor:
+    def forward(self, batch: GraphBatch, sparse: bool = False) -> torch.Tensor | SparseForward:
+        """Scores of every item for every user of the batch, [B, I]; with ``sparse``, the same
+        scores in shared form (:meth:`forward_sparse`; the scorer must give items outside a
+        history one score for everyone)."""
+        if sparse:
+            out = self.forward_sparse(batch)
+            if out is None:
+                raise ValueError("sparse scores need a scorer without user_context and explore_attention")
+            return SparseForward(out[0], batch.node_user, batch.node_item, out[1])
         return self.score_nodes(batch, self.node_vectors(batch))  # [B, I]
 
     def node_vectors(self, batch: GraphBatch) -> torch.Tensor:
