@@ -59,6 +59,7 @@ from basketgnn.data.split import Instances, prefix_instances
 from basketgnn.engine import distributed
 from basketgnn.engine.batching import BatchPlan, score_source, source_sizes
 from basketgnn.engine.callbacks import Best, EarlyStopping, RunFiles
+from basketgnn.engine.compiled_adam import CompiledAdam
 from basketgnn.engine.progress import progress_bar
 from basketgnn.engine.warm_start import WarmStartReport, apply_warm_start, read_previous
 from basketgnn.fingerprint import data_fingerprint
@@ -184,7 +185,8 @@ class _Run:
         self.warm: WarmStartReport | None = None
         if warm_start is not None and self.writes:  # DDP then gives every rank rank 0's weights
             self.warm = apply_warm_start(self.module, spec, config, read_previous(warm_start, spec), data.item_ids)
-        self.optimizer = torch.optim.Adam(self.module.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        # torch's Adam with its CPU step compiled (the same state and values to float rounding).
+        self.optimizer = CompiledAdam(self.module.parameters(), lr=config.lr, weight_decay=config.weight_decay)
         self.scheduler = make_scheduler(self.optimizer, config)
         self.plan = plan or BatchPlan(config.batch_size, ctx.world_size, ctx.rank, config.batch_work, config.batch_order)
         if (self.plan.world_size, self.plan.rank) != (ctx.world_size, ctx.rank):
