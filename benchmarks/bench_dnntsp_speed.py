@@ -16,7 +16,9 @@ are imported by fallbacks, and the row records the package's commit.
 The scoring time with the neighbour add-on in the ranking is no longer measured (the add-on is gone).
 
 Parts: graph batching (collate), GCN, attention + readout (``forward_nodes``), scorer, loss +
-backward + optimiser step. Forward parts are timed around the
+backward + optimiser step. The per-part loop takes the loss on the dense [B, I] scores and
+steps torch's Adam (the reference form of a step); ``--engine`` times what ``basketgnn train``
+runs (the shared-form loss and the compiled Adam step on the CPU). Forward parts are timed around the
 model's own submodules; backward cannot be split per part, so it is reported as one figure.
 """
 

@@ -54,10 +54,11 @@ def _init(module: DNNTSP, data: BasketData, train: Instances, config: Any) -> No
 
 
 def _score_sparse(module: DNNTSP, batch: GraphBatch) -> SparseForward | None:
-    out = module.forward_sparse(batch)
-    if out is None:
+    if not module.scorer.shared_outside_history:
         return None
-    return SparseForward(out[0], batch.node_user, batch.node_item, out[1])
+    out = module(batch, sparse=True)
+    assert isinstance(out, SparseForward)
+    return out
 
 
 def _sparse_loss(config: DNNTSPConfig) -> Callable[..., torch.Tensor] | None:
