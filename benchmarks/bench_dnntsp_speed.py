@@ -206,7 +206,7 @@ def engine_epochs(args: argparse.Namespace) -> None:
     """Epochs timed by the engine (its ``train_s``); training only, no fusion step."""
     import subprocess
 
-    options = {"threads": args.threads, "epochs": args.epochs, "patience": args.epochs}
+    options = {"threads": args.threads, "epochs": args.epochs, "patience": args.epochs, "device": args.device}
     data = read_dnntsp_json(dataset_path(args.data))
     split = make_split(data)
     try:
@@ -241,6 +241,7 @@ def engine_epochs(args: argparse.Namespace) -> None:
         "package": package_dir,
         "data": args.data,
         "threads": torch.get_num_threads(),
+        "device": args.device,
         "train_users": len(train),
         "tensor_path": args.tensor_path,
         "epoch_train_s": [r["train_s"] for r in history],

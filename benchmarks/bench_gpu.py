@@ -20,6 +20,10 @@ section runs), in this order:
   validation, no fusion): the engine's per-epoch ``train_s`` and ``validate_s`` and the losses.
   The first epoch holds one-time costs (kernel compilation, CUDA's start); the later ones are
   the steady figure.
+- ``loss`` (``--loss NAME``, a ``--train`` data set): on ``cuda`` in float64, DNNTSP's
+  training loss from the scores in shared form (what ``train`` runs) against the dense
+  soft-margin loss of the [B, I] scores, and every parameter's gradient, on the first training
+  batches of that data at the default options (the same dropout masks on both paths).
 - ``zoo`` (``--zoo NAME``): SASRec, BERT4Rec and DIN, one epoch each on that data on ``cuda``:
   the CUDA path of the other neural models runs and its time.
 
@@ -162,6 +166,55 @@ def train(name: str, data_path: str, args: argparse.Namespace) -> list[dict]:
     return rows
 
 
+def loss(name: str, data_path: str, args: argparse.Namespace) -> list[dict]:
+    """The shared-form loss and gradients against the dense ones on ``--loss-batches`` batches
+    of 64 training instances, float64, on the first device (cuda where present)."""
+    from basketgnn.data.ingest import load_data
+    from basketgnn.data.split import make_split
+    from basketgnn.models.dnntsp import SPEC, DNNTSPConfig
+    from basketgnn.nn.losses import compute_loss, multi_hot
+
+    data = load_data(Path(data_path))
+    split = make_split(data)
+    device = devices(args)[0][0]
+    config = DNNTSPConfig(device=device, seed=0)
+    torch.manual_seed(0)
+    module = SPEC.build(data.n_items, config)
+    if SPEC.init is not None:
+        SPEC.init(module, data, split["train"], config)
+    module.double().to(device).train()
+    source = SPEC.batches(data, split["train"], config, True)
+    sparse_loss = SPEC.sparse_loss(config)
+
+    def loss_and_grads(batch, sparse: bool):
+        module.zero_grad()
+        torch.manual_seed(1)  # the same dropout masks on both paths
+        if sparse:
+            value = sparse_loss(module, batch, module(batch, sparse=True), config)
+        else:
+            y = multi_hot(batch.target_items, batch.target_offsets, data.n_items).double().to(device)
+            value = compute_loss(config.loss, module(batch), y)
+        value.backward()
+        return value.item(), {n: p.grad.detach().clone() for n, p in module.named_parameters() if p.grad is not None}
+
+    rows = []
+    order = np.random.default_rng(0).permutation(len(split["train"]))
+    for b in range(args.loss_batches):
+        batch = source.collate(order[64 * b: 64 * (b + 1)]).to(device)
+        loss_s, grads_s = loss_and_grads(batch, True)
+        loss_d, grads_d = loss_and_grads(batch, False)
+        # BatchNorm cancels the GCN's linear bias: its gradient is 0 up to rounding (~1e-21), so
+        # each parameter is compared as the tests do, |shared - dense| <= 1e-9 |dense| + 1e-15.
+        close = all(torch.allclose(grads_s[n], g, rtol=1e-9, atol=1e-15) for n, g in grads_d.items())
+        worst = max((g - grads_s[n]).abs().max().item() for n, g in grads_d.items())
+        rows.append({"section": "loss", "data": name, "device": device, "batch": b, "loss_shared": loss_s,
+                     "loss_dense": loss_d, "loss_rel_diff": abs(loss_s - loss_d) / abs(loss_d),
+                     "same_parameters": grads_s.keys() == grads_d.keys(), "parameters": len(grads_d),
+                     "grads_allclose": close, "max_grad_abs_diff": worst})  # fmt: skip
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 def zoo(name: str, data_path: str, args: argparse.Namespace) -> list[dict]:
     """SASRec, BERT4Rec and DIN: one epoch each on cuda (the CPU where there is none), their
     defaults, seed 0."""
@@ -199,6 +252,8 @@ def main() -> None:
     ap.add_argument("--train", action="append", default=[], help="NAME=DATA (a prepared folder or DNNTSP JSON)")
     ap.add_argument("--score", action="append", default=[], help="NAME=CHECKPOINT,DATA")
     ap.add_argument("--zoo", default="", help="NAME of a --train data set: SASRec, BERT4Rec, DIN on cuda")
+    ap.add_argument("--loss", default="", help="NAME of a --train data set: the shared-form loss against the dense one")
+    ap.add_argument("--loss-batches", type=int, default=3)
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--cpu-threads", type=int, nargs="+", default=[2, os.cpu_count() or 1],
                     help="CPU thread counts to time (the first is also cuda's host threads)")
@@ -215,6 +270,8 @@ def main() -> None:
         sections.append((f"score {name}", lambda n=name, c=checkpoint, d=data_dir: score(n, c, d, args, work)))
     for name, data_path in trains.items():
         sections.append((f"train {name}", lambda n=name, d=data_path: train(n, d, args)))
+    if args.loss:
+        sections.append((f"loss {args.loss}", lambda: loss(args.loss, trains[args.loss], args)))
     if args.zoo:
         sections.append((f"zoo {args.zoo}", lambda: zoo(args.zoo, trains[args.zoo], args)))
     args.out.parent.mkdir(parents=True, exist_ok=True)
