@@ -72,6 +72,12 @@ class FusionOptions(BaseModel):
         description="With fusion: tifu, search TIFU-KNN's neighbours among at most this many "
         "training customers, a seeded sample (null: every training customer).",
     )
+    fusion_criterion: Literal["mean", "at10"] = Field(
+        "mean",
+        description="With fusion: tifu, what the validation choice maximises among the points "
+        "at least TIFU-KNN alone's on every metric: the mean of recall, NDCG and PHR at 10 and "
+        "20 (mean), or of the three at 10 alone (at10, for a page that shows ten items).",
+    )
 
     @classmethod
     def split(cls, values: dict[str, Any]) -> tuple[dict[str, Any], FusionOptions]:
@@ -98,6 +104,7 @@ def choose(
     fusion = choose_fusion(
         base.validation_scores(data, validate), data, train, validate, chunk=CHOICE_CHUNK,
         pool_cap=options.neighbour_pool_cap, transitions=options.transitions,
+        criterion=options.fusion_criterion,
     )
     choice = fusion_choice(fusion)
     return (FusedRecommender(base, fusion) if fusion.weight > 0 else None), choice

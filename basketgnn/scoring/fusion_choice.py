@@ -5,7 +5,8 @@
 ``TifuKnn`` does (mean NDCG@10,20), then picks (λ, α) (and, with item transitions, ν and how t
 is read) from a grid that contains both ends (λ = 0: the model alone; λ = 1: TIFU-KNN alone),
 by the mean of recall, NDCG and PHR at 10 and 20 on the same validation customers
-(:func:`validation_criterion`). Ties go to the smaller λ, then to TIFU's tuned α. The fused
+(:func:`validation_criterion`; with ``criterion="at10"`` the mean of the three at 10 alone, for a
+user who shows ten items and cares about them first). Ties go to the smaller λ, then to TIFU's tuned α. The fused
 score f of each grid point is :mod:`basketgnn.scoring.fusion`'s.
 
 By default (rule "floor") only points that are at least as good as TIFU-KNN alone (λ = 1 at its
@@ -61,6 +62,9 @@ TRANSITION_WEIGHTS: tuple[float, ...] = (0.02, 0.05, 0.1)
 #: The validation metrics whose mean at 10 and 20 picks (λ, α).
 CRITERION: tuple[str, ...] = ("recall", "ndcg", "phr")
 CRITERION_KS: tuple[int, ...] = (10, 20)
+#: What the rules maximise: "mean" (recall, NDCG and PHR at 10 and 20) or "at10" (the three at
+#: the first cut-off alone). Either way the floor rule's eligibility reads all six metrics.
+Criterion = Literal["mean", "at10"]
 
 #: A grid point: (λ, α, j), j > 0 the extra term ``_Grid.extras[j]``, j = 0 none.
 GridKey = tuple[float, float, int]
@@ -160,6 +164,7 @@ def choose_fusion(
     transitions: bool = False,
     transition_weights: Sequence[float] = TRANSITION_WEIGHTS,
     transition_options: Sequence[TransitionOption] = TRANSITION_OPTIONS,
+    criterion: Criterion = "mean",
 ) -> ScoreFusion:
     """Choose the fusion of a trained model with TIFU-KNN on the validation customers.
 
@@ -184,6 +189,8 @@ def choose_fusion(
             at TIFU's tuned α with every ν of ``transition_weights`` and every way of reading t
             of ``transition_options``, beside the points without it. The transition matrix is
             built from the same (capped) pool as TIFU's.
+        criterion: what the rule maximises ("mean": the six metrics; "at10": recall, NDCG and
+            PHR at 10), see :func:`select_point`.
     """
     if len(val_scores) != len(validate) or val_scores.shape[1] != data.n_items:
         raise ValueError(f"validation scores {val_scores.shape} for {len(validate)} instances and {data.n_items} items")
@@ -197,7 +204,7 @@ def choose_fusion(
     )  # fmt: skip
     ranked = _rank_grid(val_scores, data, grid, transform, chunk)
     per_metric = {key: customer_metrics(ranked[key], data, validate) for key in grid.points}  # {name: [n_val]} each
-    best_key, why = select_point(per_metric, grid.points, grid.alphas, rule)
+    best_key, why = select_point(per_metric, grid.points, grid.alphas, rule, criterion)
     records = [_grid_point(key, per_metric[key], grid.extras[key[2]]) for key in grid.points]
     best_w, best_a, best_j = best_key
     if best_w == 0:
@@ -321,6 +328,7 @@ def select_point(
     points: Sequence[tuple],
     alphas: Sequence[float],
     rule: str = "floor",
+    criterion: Criterion = "mean",
 ) -> tuple[tuple, dict[str, Any]]:
     """The grid point a rule keeps, and why (:func:`choose_fusion`'s last step).
 
@@ -331,13 +339,20 @@ def select_point(
     criterion. "1se": that point only when it beats the better part alone by more than one
     standard error of the paired per-customer difference of the criterion, else that part.
     "floor": "1se" among the points whose mean of every metric is at least TIFU-KNN alone's
-    (TIFU-KNN always is).
+    (TIFU-KNN always is). The criterion is each customer's mean of every metric ("mean"), or of
+    the metrics at the first cut-off ("at10"); the floor reads every metric either way.
 
     Shapes: per_metric {point: {name: [n_val]}} -> (the chosen point, as given, record).
     """
     if rule not in ("floor", "1se", "best"):
         raise ValueError(f"unknown rule {rule!r}; use 'floor', '1se' or 'best'")
-    criterion = {key: _criterion(per_metric[key]) for key in points}  # [n_val] each
+    if criterion not in ("mean", "at10"):
+        raise ValueError(f"unknown criterion {criterion!r}; use 'mean' or 'at10'")
+    names = list(per_metric[points[0]])
+    if criterion == "at10":  # the metrics at the first cut-off ("recall@10", "ndcg@10", "phr@10")
+        first = names[0].split("@")[1]
+        names = [name for name in names if name.split("@")[1] == first]
+    score = {key: _criterion({name: per_metric[key][name] for name in names}) for key in points}  # [n_val] each
     means = {key: {name: float(v.mean()) for name, v in per_metric[key].items()} for key in points}
 
     def extra(key: tuple) -> int:
@@ -346,7 +361,7 @@ def select_point(
     tifu_alone = next(key for key in points if key[0] == 1 and key[1] == alphas[0] and extra(key) == 0)
 
     def order(key: tuple) -> tuple[float, float, int, int]:
-        return round(float(criterion[key].mean()), 6), -key[0], -list(alphas).index(key[1]), -extra(key)
+        return round(float(score[key].mean()), 6), -key[0], -list(alphas).index(key[1]), -extra(key)
 
     eligible = list(points)
     if rule == "floor":
@@ -354,12 +369,14 @@ def select_point(
         eligible = [key for key in points if all(means[key][name] >= floor[name] for name in floor)]
     best = max(eligible, key=order)
     part = max((key for key in eligible if key[0] == 0 or key == tifu_alone), key=order)
-    diff = criterion[best] - criterion[part]  # [n_val]
+    diff = score[best] - score[part]  # [n_val]
     se = float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
     gain = float(diff.mean())
     if rule != "best" and best != part and gain <= se:
         best = part
     why: dict[str, Any] = {"rule": rule, "gain_over_better_part": round(gain, 6), "standard_error": round(se, 6)}
+    if criterion != "mean":
+        why["criterion"] = criterion
     if rule == "floor":
         why["eligible"] = len(eligible)
     return best, why

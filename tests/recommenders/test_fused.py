@@ -242,3 +242,7 @@ def test_the_fusion_state_round_trips_through_a_checkpoint_section():
     assert fused_module.from_section(base, None) is base
     off = fused_module.choose(base, data, sp["train"], sp["validate"], fused_module.FusionOptions(fusion="off"))
     assert off == (None, None)
+    assert "criterion" not in choice["selection"]  # the default: the mean of the six metrics
+    _, at10 = fused_module.choose(base, data, sp["train"], sp["validate"],
+                                  fused_module.FusionOptions(fusion_criterion="at10"))
+    assert at10["selection"]["criterion"] == "at10"

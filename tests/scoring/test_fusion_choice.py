@@ -155,6 +155,27 @@ def test_floor_rule_never_trades_a_tifu_metric_for_the_criterion():
         select_point(per_metric, points, [0.2, 0.8], "worst")
 
 
+def test_at10_criterion_ranks_by_the_first_cut_off_and_keeps_the_six_metric_floor():
+    model, tifu, at10, at20, low = (0.0, 0.2), (1.0, 0.2), (0.3, 0.2), (0.6, 0.2), (0.8, 0.2)
+    points = [model, tifu, at10, at20, low]
+    per_metric = {
+        model: _metrics(),
+        tifu: _metrics(),  # the floor: 0.5 everywhere
+        at10: _metrics(phr10=0.56, recall10=0.53, phr20=0.51),  # mean of six 0.5167, of @10 0.53
+        at20: _metrics(recall20=0.6, ndcg20=0.6, phr10=0.51),  # mean of six 0.535, of @10 0.5033
+        # The best @10 of all, but under TIFU-KNN's PHR@20: the floor keeps it out either way.
+        low: _metrics(recall10=0.7, ndcg10=0.7, phr10=0.7, phr20=0.49),
+    }
+    assert select_point(per_metric, points, [0.2], "floor")[0] == at20
+    chosen, why = select_point(per_metric, points, [0.2], "floor", "at10")
+    assert chosen == at10 and why["criterion"] == "at10" and why["eligible"] == 4
+    # Gain on the @10 mean over the better part alone (TIFU-KNN, 0.5): (0.06 + 0.03) / 3.
+    assert why["gain_over_better_part"] == pytest.approx(0.03, abs=1e-6)
+    assert select_point(per_metric, points, [0.2], "best", "at10")[0] == low
+    with pytest.raises(ValueError, match="unknown criterion"):
+        select_point(per_metric, points, [0.2], "floor", "at5")
+
+
 def test_customer_metrics_average_to_ranking_metrics_and_the_grid_keeps_them():
     data = random_data(6, n_users=60)
     sp = make_split(data, "temporal")

@@ -98,21 +98,24 @@ def test_fusion_options_sit_beside_the_model_options(tmp_path):
     settings = load_config(None)
     assert settings.fusion == FusionOptions() and settings.fusion.fusion == "tifu"
     bare = tmp_path / "c.yaml"
-    bare.write_text("fusion: off\ntransitions: false\nneighbour_pool_cap: 50\nlr: 0.5\n")  # a bare off is false
+    bare.write_text("fusion: off\ntransitions: false\nneighbour_pool_cap: 50\nfusion_criterion: at10\nlr: 0.5\n")  # a bare off is false
     settings = load_config(bare)
     assert (settings.fusion.fusion, settings.fusion.transitions, settings.fusion.neighbour_pool_cap) == ("off", False, 50)
+    assert settings.fusion.fusion_criterion == "at10" and FusionOptions().fusion_criterion == "mean"
     assert settings.model.lr == 0.5 and "fusion" not in settings.model.model_dump()
     assert settings.dump() == {**settings.model.model_dump(), **settings.fusion.model_dump()}
     updated = settings.update(fusion="tifu", lr=0.1)
     assert (updated.fusion.fusion, updated.model.lr, updated.fusion.neighbour_pool_cap) == ("tifu", 0.1, 50)
     with pytest.raises(UserError, match=r"fusion: Input should be 'tifu' or 'off'"):
         load_config(None, fusion="neighbours")
+    with pytest.raises(UserError, match=r"fusion_criterion: Input should be 'mean' or 'at10'"):
+        load_config(None, fusion_criterion="at5")
     with pytest.raises(UserError, match=r"neighbour_pool_cap: Input should be greater than or equal to 1"):
         load_config(None, neighbour_pool_cap=0)
     with pytest.raises(UserError, match=r"neighbour_weight: an option of the neighbour add-on, which the fusion "
                        r"with TIFU-KNN \(fusion: tifu\) replaces; delete it"):
         load_config(None, neighbour_weight=0.3)
-    with pytest.raises(UserError, match=r"foo: unknown key \(valid: .*embed_dim, .*fusion, transitions, neighbour_pool_cap\)"):
+    with pytest.raises(UserError, match=r"foo: unknown key \(valid: .*embed_dim, .*fusion, transitions, neighbour_pool_cap, fusion_criterion\)"):
         load_config(None, foo=1)
 
 
