@@ -7,8 +7,6 @@ Shapes: n instances of a :class:`~basketgnn.models.spec.BatchSource`, I catalogu
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,7 +14,7 @@ import torch
 from torch import nn
 
 from basketgnn.errors import UserError
-from basketgnn.models.spec import Batch, BatchSource
+from basketgnn.models.spec import BatchSource
 
 
 def length_batches(
@@ -139,27 +137,6 @@ def source_sizes(source: BatchSource) -> np.ndarray | None:
     that declare one (``sizes`` [n], e.g. DNNTSP's nodes per user); None otherwise."""
     sizes = getattr(source, "sizes", None)
     return None if sizes is None else np.asarray(sizes)
-
-
-def collated(source: BatchSource, batches: Iterable[np.ndarray], ahead: bool) -> Iterator[Batch]:
-    """``source.collate(idx)`` for each batch of ``batches``, in order; with ``ahead`` the next
-    batch is collated on a background thread while the caller works on the current one (collating
-    reads the source only and draws nothing at random, so the batches are the same either way).
-    The work of an epoch's step is mostly serial on the CPU, so on two or more threads the
-    collation of the next batch takes a core the step leaves idle."""
-    if not ahead:
-        for idx in batches:
-            yield source.collate(idx)
-        return
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="basketgnn-collate") as pool:
-        pending = None
-        for idx in batches:
-            nxt = pool.submit(source.collate, idx)
-            if pending is not None:
-                yield pending.result()
-            pending = nxt
-        if pending is not None:
-            yield pending.result()
 
 
 @torch.no_grad()

@@ -57,7 +57,7 @@ from torch import nn
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances, prefix_instances
 from basketgnn.engine import distributed
-from basketgnn.engine.batching import BatchPlan, collated, score_source, source_sizes
+from basketgnn.engine.batching import BatchPlan, score_source, source_sizes
 from basketgnn.engine.callbacks import Best, EarlyStopping, RunFiles
 from basketgnn.engine.compiled_adam import CompiledAdam
 from basketgnn.engine.progress import progress_bar
@@ -276,10 +276,8 @@ class _Run:
         losses = []
         batches = self.plan.epoch(self.train_source.lengths, config.seed, epoch, source_sizes(self.train_source))
         bar = progress_bar(batches, desc=f"epoch {epoch}", enabled=progress, unit="batch")
-        ahead = self.device.type != "cpu" or torch.get_num_threads() > 1  # a core to collate on
-        collating = collated(self.train_source, batches, ahead)
-        for _ in bar:
-            batch = next(collating).to(self.device)
+        for idx in bar:
+            batch = self.train_source.collate(idx).to(self.device)
             skip = self.spec.skip_batch is not None and self.spec.skip_batch(batch)
             if ctx.distributed and self.spec.skip_batch is not None:
                 skip = distributed.any_rank(skip)  # a DDP step is all ranks or none
@@ -295,7 +293,6 @@ class _Run:
             self.optimizer.step()
             losses.append(loss.item())
             bar.set_postfix(loss=f"{np.mean(losses):.4f}")
-        collating.close()
         if ctx.distributed:  # the mean over every rank's steps, the same on every rank
             total, steps = distributed.sum_over_ranks(np.array([sum(losses), len(losses)]))
             train_loss = float(total / steps)

@@ -39,7 +39,6 @@ Shapes: R rows, M nodes, P_b present rows in the batch, H heads, T the batch's l
 from __future__ import annotations
 
 import math
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numba
@@ -192,10 +191,8 @@ def _node_plan(absent_row, offsets, node_rows, mask, mask_off, m, rows):  # prag
 
 @numba.njit(**_JIT)
 def forward_kernel(qkv, absent_row, offsets, node_rows, node_times, lengths, w_agg, heads, d_head, mean_heads,
-                   mask, mask_off, mask_d, a_off, saved, saved_at, out, first, stop, t_first):  # fmt: skip  # pragma: no cover - jit
-    """The aggregated attention output of nodes ``first`` to ``stop`` - 1 into ``out`` (module
-    docstring); ``t_first`` is where node ``first``'s readout weights start in ``saved_at``.
-    Nodes own their rows, so calls on disjoint node ranges may run side by side.
+                   mask, mask_off, mask_d, a_off, saved, saved_at, out):  # fmt: skip  # pragma: no cover - jit
+    """Each node's aggregated attention output into ``out`` (module docstring).
 
     Shapes: qkv [R, 3 H d_head]; absent_row, lengths, mask_off, mask_d [M]; offsets [M + 1] into
     node_rows, node_times [P_b]; w_agg [d] or empty ("last" readout); mask flat (empty: no
@@ -214,8 +211,8 @@ def forward_kernel(qkv, absent_row, offsets, node_rows, node_times, lengths, w_a
     log_n[0] = -math.inf
     for i in range(1, max_l + 1):
         log_n[i] = math.log(i)
-    t0 = t_first
-    for m in range(first, stop):
+    t0 = 0
+    for m in range(absent_row.shape[0]):
         L = lengths[m]
         o, D, moff = _node_plan(absent_row, offsets, node_rows, mask, mask_off, m, rows)
         _scores(qkv, rows, D, w_agg, has_w, heads, d_head, mean_heads, scale, s, vw)
@@ -269,13 +266,10 @@ def _node_backward(A, at, times, L, heads, gv, vw, has_w, mask, moff, Db, mk, dA
 
 @numba.njit(**_JIT)
 def backward_kernel(qkv, absent_row, offsets, node_rows, node_times, lengths, w_agg, heads, d_head, mean_heads,
-                    mask, mask_off, mask_d, a_off, saved, saved_at, grad_out, grad_qkv, grad_w,
-                    first, stop, t_first):  # fmt: skip  # pragma: no cover - jit
+                    mask, mask_off, mask_d, a_off, saved, saved_at, grad_out, grad_qkv, grad_w):  # fmt: skip  # pragma: no cover - jit
     """The gradients of :func:`forward_kernel`'s output, ``grad_out`` [M, d], with respect to
     qkv (added into ``grad_qkv`` [R, 3 H d_head], float64) and w_agg (into ``grad_w`` [d],
-    float64), from what the forward saved, for nodes ``first`` to ``stop`` - 1. A node's
-    gradient lands only on its own rows of ``grad_qkv``, so calls on disjoint node ranges may
-    share ``grad_qkv`` (each needs its own ``grad_w``). Other shapes as :func:`forward_kernel`'s."""
+    float64), from what the forward saved. Other shapes as :func:`forward_kernel`'s."""
     has_w = w_agg.shape[0] > 0
     scale = d_head**-0.5
     max_d = _sizes(offsets, lengths)[0]
@@ -285,8 +279,8 @@ def backward_kernel(qkv, absent_row, offsets, node_rows, node_times, lengths, w_
     mk, dA, tot = np.empty((max_d, heads)), np.empty((max_d, heads)), np.empty(heads)
     g = np.empty((heads, d_head))
     HD = heads * d_head
-    t0 = t_first
-    for m in range(first, stop):
+    t0 = 0
+    for m in range(absent_row.shape[0]):
         L = lengths[m]
         o, D, moff = _node_plan(absent_row, offsets, node_rows, mask, mask_off, m, rows)
         _scores(qkv, rows, D, w_agg, has_w, heads, d_head, mean_heads, scale, s, vw)
@@ -362,12 +356,9 @@ class _AttentionReadout(torch.autograd.Function):
         a_off = np.zeros(len(lengths) + 1, np.int64)  # each node's saved weights [L, H, D]
         np.cumsum(lengths * heads * (np.diff(offsets) + 1), out=a_off[1:])
         saved, saved_at = np.empty(a_off[-1]), np.empty(lengths.sum())
-        parts = node_ranges(a_off, lengths, torch.get_num_threads())
-        _run(forward_kernel, [(x, *plan, w, heads, d_head, mean_heads, *mask, a_off, saved, saved_at, out, *part)
-                              for part in parts])  # fmt: skip
+        forward_kernel(x, *plan, w, heads, d_head, mean_heads, *mask, a_off, saved, saved_at, out)
         ctx.save_for_backward(qkv, w_agg)
         ctx.plan, ctx.mask, ctx.saved, ctx.shape = plan, mask, (a_off, saved, saved_at), (heads, d_head, mean_heads)
-        ctx.parts = parts
         return torch.from_numpy(out)
 
     @staticmethod
@@ -376,44 +367,12 @@ class _AttentionReadout(torch.autograd.Function):
         x = qkv.detach().contiguous().numpy()
         w = w_agg.detach().to(qkv.dtype).contiguous().numpy()
         grad_qkv = np.zeros(x.shape)
-        grad_ws = np.zeros((len(ctx.parts), *w.shape))  # one per node range, summed after
-        g = grad_out.detach().contiguous().numpy()
-        _run(backward_kernel, [(x, *ctx.plan, w, *ctx.shape, *ctx.mask, *ctx.saved, g, grad_qkv, grad_ws[i], *part)
-                               for i, part in enumerate(ctx.parts)])  # fmt: skip
-        grad_w = grad_ws.sum(axis=0)
+        grad_w = np.zeros(w.shape)
+        backward_kernel(x, *ctx.plan, w, *ctx.shape, *ctx.mask, *ctx.saved,
+                        grad_out.detach().contiguous().numpy(), grad_qkv, grad_w)  # fmt: skip
         gq = torch.from_numpy(grad_qkv).to(qkv.dtype) if ctx.needs_input_grad[0] else None
         gw = torch.from_numpy(grad_w).to(w_agg.dtype) if ctx.needs_input_grad[1] else None
         return gq, gw, None, None, None, None, None
-
-
-def node_ranges(a_off: np.ndarray, lengths: np.ndarray, parts: int) -> list[tuple[int, int, int]]:
-    """The nodes cut into at most ``parts`` consecutive ranges of about equal work (a node's
-    saved weights, L · D · H, as its measure): (first, stop, where first's readout weights
-    start). One range when there is one part or few nodes.
-
-    Shapes: a_off [M + 1] the cumulative work, lengths [M]."""
-    M = len(lengths)
-    if parts <= 1 or M < 4 * parts:
-        return [(0, M, 0)]
-    cuts = np.searchsorted(a_off, a_off[-1] * np.arange(1, parts) / parts)  # [parts - 1]
-    bounds = np.unique(np.concatenate([[0], np.clip(cuts, 0, M), [M]]))
-    t_off = np.concatenate([[0], np.cumsum(lengths)])
-    return [(int(a), int(b), int(t_off[a])) for a, b in zip(bounds[:-1], bounds[1:])]
-
-
-_POOL: ThreadPoolExecutor | None = None
-
-
-def _run(kernel: Any, calls: list[tuple]) -> None:
-    """``kernel(*args)`` for each argument tuple: the first on this thread, the others on a
-    shared pool beside it (the kernels release the GIL)."""
-    global _POOL
-    if len(calls) > 1 and (_POOL is None or _POOL._max_workers < len(calls) - 1):
-        _POOL = ThreadPoolExecutor(max_workers=len(calls) - 1, thread_name_prefix="basketgnn-attention")
-    futures = [_POOL.submit(kernel, *args) for args in calls[1:]] if len(calls) > 1 else []
-    kernel(*calls[0])
-    for f in futures:
-        f.result()
 
 
 def applies(x: torch.Tensor) -> bool:

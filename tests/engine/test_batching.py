@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from basketgnn.data.ingest import read_dnntsp_json
 from basketgnn.data.split import make_split
-from basketgnn.engine.batching import BatchPlan, collated, length_batches
+from basketgnn.engine.batching import BatchPlan, length_batches
 from basketgnn.graph.cooccurrence import build_user_graphs
 from basketgnn.models.dnntsp import DNNTSPConfig
 from basketgnn.models.options import TrainOptions
@@ -155,22 +155,3 @@ def test_work_bound_needs_bucketed_batches():
         TrainOptions(batch_order="shuffled")
     assert TrainOptions().batch_order == "bucketed"
     assert TrainOptions(batch_order="shuffled", batch_work=0).batch_order == "shuffled"
-
-
-class _Recorder:
-    """A batch source whose batches say which indices and which thread made them."""
-
-    def collate(self, idx, with_targets=True):
-        import threading
-
-        return idx.tolist(), threading.current_thread().name
-
-
-@pytest.mark.parametrize("ahead", [False, True])
-def test_collating_ahead_gives_the_same_batches_in_order(ahead):
-    batches = [np.arange(i, i + 3) for i in range(0, 30, 3)]
-    got = list(collated(_Recorder(), batches, ahead))
-    assert [g[0] for g in got] == [b.tolist() for b in batches]
-    on_background = {name.startswith("basketgnn-collate") for _, name in got}
-    assert on_background == {ahead}
-    assert list(collated(_Recorder(), [], ahead)) == []

@@ -45,22 +45,6 @@ def test_training_from_shared_scores_equals_the_dense_loss():
     # tests/models/test_dnntsp_shared_loss.py compares one batch's gradients in float64.
 
 
-def test_two_threads_train_as_one():
-    """On two threads the next batch is collated on a background thread and the attention
-    kernel runs node ranges side by side: the same epochs as on one thread, to float rounding
-    (w_agg's gradient is summed per range)."""
-    data = planted_data(n_users=120)
-    before = torch.get_num_threads()
-    try:
-        runs = [fit(data, epochs=3, threads=threads)[0] for threads in (1, 2)]
-        assert torch.get_num_threads() == 2  # the last run's setting
-    finally:
-        torch.set_num_threads(before)
-    losses = [[r["train_loss"] for r in rec.result.history] for rec in runs]
-    assert losses[0] == pytest.approx(losses[1], rel=1e-5)
-    assert runs[0].result.history[-1]["val_mean_ndcg"] == pytest.approx(runs[1].result.history[-1]["val_mean_ndcg"], abs=1e-4)
-
-
 @pytest.mark.parametrize("changes", [{"loss": "mse"}, {"user_context": True}, {"explore_attention": True}])
 def test_configurations_without_the_shared_form_keep_the_dense_loss(changes):
     assert SPEC.sparse_loss is not None and SPEC.sparse_loss(DNNTSPConfig(**FAST, **changes)) is None

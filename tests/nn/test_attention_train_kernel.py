@@ -132,36 +132,3 @@ def test_no_nodes():
     assert out.shape == (0, DIM)
     out.sum().backward()
     assert qkv.grad is not None and qkv.grad.shape == (0, 3 * DIM)
-
-
-@pytest.mark.parametrize("threads", [2, 3])
-def test_node_ranges_on_several_threads_give_the_one_range_result(threads):
-    """With torch at several threads the nodes run as ranges side by side: the same values and
-    qkv gradient bit for bit (each node writes its own rows), w_agg's summed per range."""
-    batch = _batch(_users(5, long=True), 5)
-    heads, d_head = 4, DIM // 4
-    torch.manual_seed(5)
-    qkv = torch.randn(batch.num_rows, 3 * DIM, dtype=torch.float64, requires_grad=True)
-    w_agg = torch.randn(DIM, dtype=torch.float64, requires_grad=True)
-
-    def run():
-        torch.manual_seed(9)
-        out = attention_train_kernel.aggregated(
-            qkv, batch.absent_row, batch.node_count, batch.node_rows, batch.node_times, batch.node_len,
-            batch.max_len, w_agg, heads, d_head, False, 0.3,
-        )  # fmt: skip
-        return out, _grads(out, [qkv, w_agg], 9)
-
-    one, g_one = run()
-    torch.set_num_threads(threads)  # the fixture restores one thread
-    many, g_many = run()
-    torch.testing.assert_close(many, one, rtol=0, atol=0)
-    torch.testing.assert_close(g_many[0], g_one[0], rtol=0, atol=0)
-    torch.testing.assert_close(g_many[1], g_one[1], rtol=1e-12, atol=1e-14)
-    lengths = batch.node_len.numpy()
-    a_off = np.concatenate([[0], np.cumsum(lengths * heads * (batch.node_count.numpy() + 1))])
-    parts = attention_train_kernel.node_ranges(a_off, lengths, threads)
-    assert len(parts) == threads  # the batch has enough nodes for every thread
-    assert parts[0][0] == 0 and parts[-1][1] == len(lengths)
-    assert all(a[1] == b[0] and b[2] == lengths[: b[0]].sum() for a, b in zip(parts, parts[1:]))
-    assert attention_train_kernel.node_ranges(a_off, lengths, 1) == [(0, len(lengths), 0)]
