@@ -4,6 +4,7 @@ trained runs and then read once on their test customers. Nothing retrains: the f
 training.
 
     .venv/bin/python benchmarks/bench_fusion_criterion.py RUN [RUN ...] [--tag TAG]
+    .venv/bin/python benchmarks/bench_fusion_criterion.py --summary [--tag TAG]   # the table
 
 RUN is a folder of `basketgnn train` (or bench_zoo_cli.py): best.pt and split.json. For each run
 the model alone scores the validation and test customers once; TIFU-KNN is tuned once on
@@ -83,11 +84,39 @@ def one(run: Path) -> dict:
     return row
 
 
+def summary(tag: str) -> str:
+    """A Markdown table: per data set (the runs' folder names without the seed), each
+    criterion's chosen points and its test metrics @10 and recall@20, mean ± std over the runs."""
+    import statistics
+
+    rows = [r for r in map(json.loads, OUT.read_text().splitlines()) if r.get("tag") == tag]
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(Path(r["run"]).name.rsplit("-s", 1)[0], []).append(r)
+
+    def cell(values: list[float]) -> str:
+        f = [f"{v:.4f}".lstrip("0") for v in (statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0)]
+        return f"{f[0]}±{f[1]}"
+
+    out = ["| runs | criterion | λ / ν chosen | val PHR@10 | test R@10 | N@10 | PHR@10 | R@20 |", "|---|---|---|---|---|---|---|---|"]
+    for name, rs in groups.items():
+        for c in CRITERIA:
+            chosen = ", ".join(f"{r[c]['weight']:g} / {r[c]['transition']:g}" for r in rs)
+            test = [cell([r[c]["test"][m] for r in rs]) for m in ("recall@10", "ndcg@10", "phr@10", "recall@20")]
+            out.append(f"| {name} ({len(rs)}) | {c} | {chosen} | {cell([r[c]['validation']['phr@10'] for r in rs])} | "
+                       + " | ".join(test) + " |")
+    return "\n".join(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("runs", nargs="+", type=Path)
+    ap.add_argument("runs", nargs="*", type=Path)
     ap.add_argument("--tag", default="criterion")
+    ap.add_argument("--summary", action="store_true", help="print the table of the tag's rows and exit")
     args = ap.parse_args()
+    if args.summary:
+        print(summary(args.tag))
+        return
     seen = {r["run"] for r in map(json.loads, OUT.read_text().splitlines()) if r.get("tag") == args.tag} if OUT.exists() else set()
     for run in args.runs:
         if str(run) in seen:
