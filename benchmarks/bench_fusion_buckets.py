@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
 import numpy as np
-from common import RESULTS, append_result
+from common import append_result, by_run_group, mean_std, runs_without_row, tagged_rows
 
 from basketgnn.data.ingest import load_data
 from basketgnn.data.split import load_split
@@ -44,7 +43,6 @@ from basketgnn.scoring.tifu import TifuParams, tune_tifu
 from basketgnn.scoring.transitions import OPTIONS as TRANSITION_OPTIONS
 from basketgnn.workflow.training import load_trained
 
-OUT = RESULTS / "fusion_buckets.jsonl"
 NAMES = [f"{m}@{k}" for k in (10, 20) for m in ("recall", "ndcg", "phr")]
 
 
@@ -101,25 +99,17 @@ def one(run: Path, n_buckets: int) -> dict:
 
 
 def summary(tag: str) -> str:
-    rows = [r for r in map(json.loads, OUT.read_text().splitlines()) if r.get("tag") == tag]
-    groups: dict[str, list[dict]] = {}
-    for r in rows:
-        groups.setdefault(Path(r["run"]).name.rsplit("-s", 1)[0], []).append(r)
-
-    def cell(values: list[float]) -> str:
-        sd = statistics.stdev(values) if len(values) > 1 else 0.0
-        return f"{statistics.mean(values):.4f}±{sd:.4f}".replace("0.", ".")
-
+    """A Markdown table: per data set, the one choice and the groups' choices, test metrics mean ± std."""
     out = ["| runs | fusion | λ chosen (short / middle / long) | val R@10 | test R@10 | N@10 | PHR@10 | R@20 | N@20 |",
            "|---|---|---|---|---|---|---|---|---|"]
-    for name, rs in groups.items():
+    for name, rs in by_run_group(tagged_rows("fusion_buckets", tag)).items():
         for kind in ("one", "groups"):
             chosen = "; ".join(
                 f"{r['one']['weight']:g}" if kind == "one" else " / ".join(f"{p['weight']:g}" for p in r["groups"]["points"])
                 for r in rs
             )
-            test = [cell([r[kind]["test"][m] for r in rs]) for m in ("recall@10", "ndcg@10", "phr@10", "recall@20", "ndcg@20")]
-            out.append(f"| {name} ({len(rs)}) | {kind} | {chosen} | {cell([r[kind]['validation']['recall@10'] for r in rs])} | "
+            test = [mean_std([r[kind]["test"][m] for r in rs]) for m in ("recall@10", "ndcg@10", "phr@10", "recall@20", "ndcg@20")]
+            out.append(f"| {name} ({len(rs)}) | {kind} | {chosen} | {mean_std([r[kind]['validation']['recall@10'] for r in rs])} | "
                        + " | ".join(test) + " |")
     return "\n".join(out)
 
@@ -134,10 +124,7 @@ def main() -> None:
     if args.summary:
         print(summary(args.tag))
         return
-    seen = {r["run"] for r in map(json.loads, OUT.read_text().splitlines()) if r.get("tag") == args.tag} if OUT.exists() else set()
-    for run in args.runs:
-        if str(run) in seen:
-            continue
+    for run in runs_without_row(args.runs, "fusion_buckets", args.tag):
         row = {"tag": args.tag, "buckets": args.buckets, **one(run, args.buckets)}
         append_result("fusion_buckets", row)
         print(json.dumps({k: row[k] for k in ("run", "one", "groups")}), flush=True)

@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import RESULTS, append_result
+from common import append_result, by_run_group, mean_std, runs_without_row, tagged_rows
 
 from basketgnn.data.ingest import load_data
 from basketgnn.data.split import load_split
@@ -33,7 +33,6 @@ from basketgnn.recommenders.fused import CHOICE_CHUNK, FusionOptions
 from basketgnn.scoring.fusion_choice import choose_fusion
 from basketgnn.workflow.training import load_trained
 
-OUT = RESULTS / "fusion_criterion.jsonl"
 KS = (10, 20)
 CRITERIA = ("mean", "at10")
 
@@ -87,23 +86,12 @@ def one(run: Path) -> dict:
 def summary(tag: str) -> str:
     """A Markdown table: per data set (the runs' folder names without the seed), each
     criterion's chosen points and its test metrics @10 and recall@20, mean ± std over the runs."""
-    import statistics
-
-    rows = [r for r in map(json.loads, OUT.read_text().splitlines()) if r.get("tag") == tag]
-    groups: dict[str, list[dict]] = {}
-    for r in rows:
-        groups.setdefault(Path(r["run"]).name.rsplit("-s", 1)[0], []).append(r)
-
-    def cell(values: list[float]) -> str:
-        f = [f"{v:.4f}".lstrip("0") for v in (statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0)]
-        return f"{f[0]}±{f[1]}"
-
     out = ["| runs | criterion | λ / ν chosen | val PHR@10 | test R@10 | N@10 | PHR@10 | R@20 |", "|---|---|---|---|---|---|---|---|"]
-    for name, rs in groups.items():
+    for name, rs in by_run_group(tagged_rows("fusion_criterion", tag)).items():
         for c in CRITERIA:
             chosen = ", ".join(f"{r[c]['weight']:g} / {r[c]['transition']:g}" for r in rs)
-            test = [cell([r[c]["test"][m] for r in rs]) for m in ("recall@10", "ndcg@10", "phr@10", "recall@20")]
-            out.append(f"| {name} ({len(rs)}) | {c} | {chosen} | {cell([r[c]['validation']['phr@10'] for r in rs])} | "
+            test = [mean_std([r[c]["test"][m] for r in rs]) for m in ("recall@10", "ndcg@10", "phr@10", "recall@20")]
+            out.append(f"| {name} ({len(rs)}) | {c} | {chosen} | {mean_std([r[c]['validation']['phr@10'] for r in rs])} | "
                        + " | ".join(test) + " |")
     return "\n".join(out)
 
@@ -117,10 +105,7 @@ def main() -> None:
     if args.summary:
         print(summary(args.tag))
         return
-    seen = {r["run"] for r in map(json.loads, OUT.read_text().splitlines()) if r.get("tag") == args.tag} if OUT.exists() else set()
-    for run in args.runs:
-        if str(run) in seen:
-            continue
+    for run in runs_without_row(args.runs, "fusion_criterion", args.tag):
         row = {"tag": args.tag, **one(run)}
         append_result("fusion_criterion", row)
         print(json.dumps({k: row[k] for k in ("run", *CRITERIA)}), flush=True)

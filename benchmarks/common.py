@@ -35,6 +35,37 @@ def append_result(name: str, record: dict) -> None:
         f.write(json.dumps(record) + "\n")
 
 
+def tagged_rows(name: str, tag: str) -> list[dict]:
+    """The rows of benchmarks/results/NAME.jsonl whose "tag" is ``tag`` ([] without the file)."""
+    path = RESULTS / f"{name}.jsonl"
+    if not path.exists():
+        return []
+    return [r for r in map(json.loads, path.read_text().splitlines()) if r.get("tag") == tag]
+
+
+def runs_without_row(runs: list[Path], name: str, tag: str) -> list[Path]:
+    """The run folders that have no row under ``tag`` in results/NAME.jsonl yet (a rerun
+    resumes where a killed one stopped)."""
+    seen = {r["run"] for r in tagged_rows(name, tag)}
+    return [run for run in runs if str(run) not in seen]
+
+
+def by_run_group(rows: list[dict]) -> dict[str, list[dict]]:
+    """Rows grouped by their run folder's name without the seed (``DC-dnntsp-s0`` -> ``DC-dnntsp``)."""
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(Path(r["run"]).name.rsplit("-s", 1)[0], []).append(r)
+    return groups
+
+
+def mean_std(values: list[float]) -> str:
+    """``.1234±.0012`` over runs (std 0 for one run)."""
+    import statistics
+
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{statistics.mean(values):.4f}±{sd:.4f}".replace("0.", ".")
+
+
 #: The command line of the package, run from the project root.
 BIN = [sys.executable, "-m", "basketgnn"]
 
