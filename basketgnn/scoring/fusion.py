@@ -332,6 +332,8 @@ class ScoreFusion:
         sel = self.selection
         if sel is not None and sel.get("eligible") is not None:
             why += f"; {sel['eligible']} of {len(self.grid)} points at least TIFU-KNN's on every validation metric"
+        if sel is not None and sel.get("criterion") == "at10":
+            why += "; points ranked by the mean of recall, NDCG and PHR at 10 (fusion_criterion: at10)"
         if sel is not None and sel["rule"] in ("1se", "floor"):
             why += (
                 f"; the best fused point beats the better part by {sel['gain_over_better_part']:.4f}"

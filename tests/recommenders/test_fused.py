@@ -246,3 +246,4 @@ def test_the_fusion_state_round_trips_through_a_checkpoint_section():
     _, at10 = fused_module.choose(base, data, sp["train"], sp["validate"],
                                   fused_module.FusionOptions(fusion_criterion="at10"))
     assert at10["selection"]["criterion"] == "at10"
+    assert "fusion_criterion: at10" in at10["description"] and "at10" not in choice["description"]
