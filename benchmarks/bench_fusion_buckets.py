@@ -24,45 +24,23 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from common import append_result, by_run_group, mean_std, runs_without_row, tagged_rows
+from common import append_result, load_run, mean_std, runs_without_row, tagged_rows, variants_table
 
-from basketgnn.data.ingest import load_data
-from basketgnn.data.split import load_split
 from basketgnn.recommenders.fused import CHOICE_CHUNK, FusionOptions
-from basketgnn.scoring.fusion import DEFAULT_TOP
-from basketgnn.scoring.fusion_choice import (
-    FUSION_ALPHAS,
-    FUSION_WEIGHTS,
-    TRANSITION_WEIGHTS,
-    _rank_grid,
-    _score_grid,
-    customer_metrics,
-    select_point,
-)
+from basketgnn.scoring.fusion_choice import grid_metrics, select_point
 from basketgnn.scoring.tifu import TifuParams, tune_tifu
-from basketgnn.scoring.transitions import OPTIONS as TRANSITION_OPTIONS
-from basketgnn.workflow.training import load_trained
 
 NAMES = [f"{m}@{k}" for k in (10, 20) for m in ("recall", "ndcg", "phr")]
 
 
-def grid_metrics(scores, data, train, instances, tifu, transitions: bool) -> tuple[object, dict]:
-    """Every grid point's per-customer metrics on ``instances`` ({point: {name: [n]}})."""
-    grid = _score_grid(data, train, instances, tifu, FUSION_WEIGHTS, FUSION_ALPHAS, DEFAULT_TOP,
-                       transitions, TRANSITION_WEIGHTS, TRANSITION_OPTIONS)  # fmt: skip
-    ranked = _rank_grid(scores, data, grid, "sigmoid", CHOICE_CHUNK)
-    return grid, {key: customer_metrics(ranked[key], data, instances) for key in grid.points}
-
-
 def one(run: Path, n_buckets: int) -> dict:
-    rec = load_trained(run / "best.pt", "cpu", model_only=True)
-    data, _ = load_data(Path(rec.checkpoint["data"])).aligned_to(rec.item_ids)
-    split = load_split(run / "split.json", data)
+    rec, data, split = load_run(run)
     options = FusionOptions(**(rec.checkpoint.get("fusion_options") or {}))
     train, val, test = split["train"], split["validate"], split["test"]
     tifu, _ = tune_tifu(data, train, val, TifuParams(pool_cap=options.neighbour_pool_cap), sample=2000, seed=0)
-    grid, on_val = grid_metrics(rec.validation_scores(data, val), data, train, val, tifu, options.transitions)
-    _, on_test = grid_metrics(rec.score(data, test), data, train, test, tifu, options.transitions)
+    kw = {"chunk": CHOICE_CHUNK, "transitions": options.transitions}  # as `train` chooses
+    grid, on_val = grid_metrics(rec.validation_scores(data, val), data, train, val, tifu, **kw)
+    _, on_test = grid_metrics(rec.score(data, test), data, train, test, tifu, **kw)
     one_key = select_point(on_val, grid.points, grid.alphas, "floor")[0]
     # History-length groups: terciles of the validation customers' lengths, the same edges for test.
     edges = np.quantile(np.asarray(val.n_history), np.arange(1, n_buckets) / n_buckets)
@@ -100,18 +78,15 @@ def one(run: Path, n_buckets: int) -> dict:
 
 def summary(tag: str) -> str:
     """A Markdown table: per data set, the one choice and the groups' choices, test metrics mean ± std."""
-    out = ["| runs | fusion | λ chosen (short / middle / long) | val R@10 | test R@10 | N@10 | PHR@10 | R@20 | N@20 |",
-           "|---|---|---|---|---|---|---|---|---|"]
-    for name, rs in by_run_group(tagged_rows("fusion_buckets", tag)).items():
-        for kind in ("one", "groups"):
-            chosen = "; ".join(
-                f"{r['one']['weight']:g}" if kind == "one" else " / ".join(f"{p['weight']:g}" for p in r["groups"]["points"])
-                for r in rs
-            )
-            test = [mean_std([r[kind]["test"][m] for r in rs]) for m in ("recall@10", "ndcg@10", "phr@10", "recall@20", "ndcg@20")]
-            out.append(f"| {name} ({len(rs)}) | {kind} | {chosen} | {mean_std([r[kind]['validation']['recall@10'] for r in rs])} | "
-                       + " | ".join(test) + " |")
-    return "\n".join(out)
+
+    def cells(rs: list[dict], kind: str) -> list[str]:
+        chosen = "; ".join(f"{r['one']['weight']:g}" if kind == "one"
+                           else " / ".join(f"{p['weight']:g}" for p in r["groups"]["points"]) for r in rs)  # fmt: skip
+        return [chosen, mean_std([r[kind]["validation"]["recall@10"] for r in rs])] + [
+            mean_std([r[kind]["test"][m] for r in rs]) for m in ("recall@10", "ndcg@10", "phr@10", "recall@20", "ndcg@20")]
+
+    header = ["runs", "fusion", "λ chosen (short / middle / long)", "val R@10", "test R@10", "N@10", "PHR@10", "R@20", "N@20"]
+    return variants_table(tagged_rows("fusion_buckets", tag), ["one", "groups"], header, cells)
 
 
 def main() -> None:

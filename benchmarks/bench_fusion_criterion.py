@@ -23,15 +23,12 @@ import sys
 import time
 from pathlib import Path
 
-from common import append_result, by_run_group, mean_std, runs_without_row, tagged_rows
+from common import append_result, load_run, mean_std, runs_without_row, tagged_rows, variants_table
 
-from basketgnn.data.ingest import load_data
-from basketgnn.data.split import load_split
 from basketgnn.engine.checkpoint import read_state
 from basketgnn.metrics import ranking_metrics, top_k
 from basketgnn.recommenders.fused import CHOICE_CHUNK, FusionOptions
 from basketgnn.scoring.fusion_choice import choose_fusion
-from basketgnn.workflow.training import load_trained
 
 KS = (10, 20)
 CRITERIA = ("mean", "at10")
@@ -61,9 +58,7 @@ def chosen_point(fusion) -> dict:
 
 
 def one(run: Path) -> dict:
-    rec = load_trained(run / "best.pt", "cpu", model_only=True)
-    data, _ = load_data(Path(rec.checkpoint["data"])).aligned_to(rec.item_ids)
-    split = load_split(run / "split.json", data)
+    rec, data, split = load_run(run)
     options = FusionOptions(**(rec.checkpoint.get("fusion_options") or {}))
     val, test = split["validate"], split["test"]
     val_scores, test_scores = rec.validation_scores(data, val), rec.score(data, test)
@@ -86,14 +81,14 @@ def one(run: Path) -> dict:
 def summary(tag: str) -> str:
     """A Markdown table: per data set (the runs' folder names without the seed), each
     criterion's chosen points and its test metrics @10 and recall@20, mean ± std over the runs."""
-    out = ["| runs | criterion | λ / ν chosen | val PHR@10 | test R@10 | N@10 | PHR@10 | R@20 |", "|---|---|---|---|---|---|---|---|"]
-    for name, rs in by_run_group(tagged_rows("fusion_criterion", tag)).items():
-        for c in CRITERIA:
-            chosen = ", ".join(f"{r[c]['weight']:g} / {r[c]['transition']:g}" for r in rs)
-            test = [mean_std([r[c]["test"][m] for r in rs]) for m in ("recall@10", "ndcg@10", "phr@10", "recall@20")]
-            out.append(f"| {name} ({len(rs)}) | {c} | {chosen} | {mean_std([r[c]['validation']['phr@10'] for r in rs])} | "
-                       + " | ".join(test) + " |")
-    return "\n".join(out)
+
+    def cells(rs: list[dict], c: str) -> list[str]:
+        chosen = ", ".join(f"{r[c]['weight']:g} / {r[c]['transition']:g}" for r in rs)
+        return [chosen, mean_std([r[c]["validation"]["phr@10"] for r in rs])] + [
+            mean_std([r[c]["test"][m] for r in rs]) for m in ("recall@10", "ndcg@10", "phr@10", "recall@20")]
+
+    header = ["runs", "criterion", "λ / ν chosen", "val PHR@10", "test R@10", "N@10", "PHR@10", "R@20"]
+    return variants_table(tagged_rows("fusion_criterion", tag), list(CRITERIA), header, cells)
 
 
 def main() -> None:

@@ -34,24 +34,14 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+from common import load_run
 
-from basketgnn.data.ingest import load_data
-from basketgnn.data.split import load_split
 from basketgnn.metrics import ranking_metrics, top_k
 from basketgnn.recommenders.fused import FusedRecommender, FusionOptions
 from basketgnn.scoring.fusion_choice import choose_fusion
 from basketgnn.scoring.transitions import _basket_matrix, _keep_row_top
-from basketgnn.workflow.training import load_trained
 
 KS = (10, 20, 30, 40)
-
-
-def load(run: Path, model_only: bool = True):
-    """The run's recommender (the model alone, or with ``model_only`` False as it ships: fused
-    when validation chose a fusion), its data and its split."""
-    rec = load_trained(run / "best.pt", "cpu", model_only=model_only)
-    data, _ = load_data(Path(rec.checkpoint["data"])).aligned_to(rec.item_ids)
-    return rec, data, load_split(run / "split.json", data)
 
 
 def metrics(data, instances, scores_or_ranked, ranked=False):
@@ -76,7 +66,7 @@ STAGES: dict[int, list[tuple]] = {
 
 
 def explore(run: Path, stage: int) -> None:
-    rec, data, split = load(run, model_only=False)
+    rec, data, split = load_run(run, model_only=False)
     n_items = data.n_items
     tr = split["train"]
     visible = data.histories(tr.users, tr.n_history + 1)
@@ -143,7 +133,7 @@ def save_with(run: Path, fusion, dst: Path) -> None:
 
 
 def rechoose(run: Path, save_dir: Path | None = None) -> dict:
-    rec, data, split = load(run)
+    rec, data, split = load_run(run)
     pool_cap = FusionOptions(**(rec.checkpoint.get("fusion_options") or {})).neighbour_pool_cap
     val_scores = rec.score(data, split["validate"])
     test = split["test"]
@@ -183,7 +173,7 @@ def time_choice(run: Path) -> dict:
     import torch
 
     torch.set_num_threads(1)
-    rec, data, split = load(run)
+    rec, data, split = load_run(run)
     val = rec.score(data, split["validate"])
     tifu = choose_fusion(val, data, split["train"], split["validate"], chunk=2048).tuned_tifu
     out: dict = {"run": run.name}

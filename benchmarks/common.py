@@ -58,6 +58,29 @@ def by_run_group(rows: list[dict]) -> dict[str, list[dict]]:
     return groups
 
 
+def load_run(run: Path, model_only: bool = True):
+    """A trained run's folder (best.pt and split.json): its recommender (the model alone, or with
+    ``model_only`` False as it ships, fused when validation chose a fusion), its data aligned to
+    the model's items, and its split."""
+    from basketgnn.data.ingest import load_data
+    from basketgnn.data.split import load_split
+    from basketgnn.workflow.training import load_trained
+
+    rec = load_trained(run / "best.pt", "cpu", model_only=model_only)
+    data, _ = load_data(Path(rec.checkpoint["data"])).aligned_to(rec.item_ids)
+    return rec, data, load_split(run / "split.json", data)
+
+
+def variants_table(rows: list[dict], variants: list[str], header: list[str], cells) -> str:
+    """A Markdown table with one line per (run group, variant): the group's name and run count,
+    the variant, then ``cells(runs, variant)``'s columns (``header`` names them all)."""
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name, runs in by_run_group(rows).items():
+        for variant in variants:
+            out.append(f"| {name} ({len(runs)}) | {variant} | " + " | ".join(cells(runs, variant)) + " |")
+    return "\n".join(out)
+
+
 def mean_std(values: list[float]) -> str:
     """``.1234±.0012`` over runs (std 0 for one run)."""
     import statistics

@@ -198,12 +198,11 @@ def choose_fusion(
     if tifu is None:
         start = TifuParams(pool_cap=pool_cap)
         tifu, tifu_validation = tune_tifu(data, train, validate, start, sample=tune_sample, seed=seed)
-    grid = _score_grid(
-        data, train, validate, tifu, weights, alphas, top,
-        transitions, transition_weights, transition_options,
+    grid, per_metric = grid_metrics(
+        val_scores, data, train, validate, tifu, transform=transform, weights=weights, alphas=alphas, top=top,
+        chunk=chunk, transitions=transitions, transition_weights=transition_weights,
+        transition_options=transition_options,
     )  # fmt: skip
-    ranked = _rank_grid(val_scores, data, grid, transform, chunk)
-    per_metric = {key: customer_metrics(ranked[key], data, validate) for key in grid.points}  # {name: [n_val]} each
     best_key, why = select_point(per_metric, grid.points, grid.alphas, rule, criterion)
     records = [_grid_point(key, per_metric[key], grid.extras[key[2]]) for key in grid.points]
     best_w, best_a, best_j = best_key
@@ -216,6 +215,36 @@ def choose_fusion(
         None if extra is None else grid.transitions, 0.0 if extra is None else extra[0],
         None if extra is None else extra[1],
     )  # fmt: skip
+
+
+def grid_metrics(
+    scores: np.ndarray,
+    data: BasketData,
+    train: Instances,
+    instances: Instances,
+    tifu: TifuParams,
+    *,
+    transform: Transform = "sigmoid",
+    weights: Sequence[float] = FUSION_WEIGHTS,
+    alphas: Sequence[float] = FUSION_ALPHAS,
+    top: int = DEFAULT_TOP,
+    chunk: int = DEFAULT_CHUNK,
+    transitions: bool = False,
+    transition_weights: Sequence[float] = TRANSITION_WEIGHTS,
+    transition_options: Sequence[TransitionOption] = TRANSITION_OPTIONS,
+) -> tuple[_Grid, dict[GridKey, dict[str, np.ndarray]]]:
+    """Every grid point's ranking of ``instances`` and each instance's metrics there (the
+    criterion's recall, NDCG and PHR), for :func:`choose_fusion` on the validation customers, or
+    to read what each point would give other customers. TIFU's pool and the transitions come
+    from ``train``. Options as :func:`choose_fusion`'s.
+
+    Shapes: scores [n, I] the model's -> (the grid, {point: {name: [n]}})."""
+    grid = _score_grid(
+        data, train, instances, tifu, weights, alphas, top,
+        transitions, transition_weights, transition_options,
+    )  # fmt: skip
+    ranked = _rank_grid(scores, data, grid, transform, chunk)
+    return grid, {key: customer_metrics(ranked[key], data, instances) for key in grid.points}
 
 
 def _score_grid(
