@@ -15,7 +15,9 @@ one *absent* row per node, with a multiplicity (how many node-timestamps it stan
 1, or T minus the number of baskets holding i). BatchNorm weights rows by multiplicity, so
 statistics equal those over all N * T node-timestamps, and ``seq_row`` expands rows back to the
 full [node, T] sequences for attention. This is exact, and the GCN runs on far fewer rows
-wherever items are bought in few of a history's baskets.
+wherever items are bought in few of a history's baskets. An absent row's value depends only on
+its item and its user's 1 / max c, so scoring batches go one step further and give all nodes
+with both equal one absent row (``share_absent``, :meth:`UserGraphs.collate`).
 
 Worked example: baskets {a, b}, {b}, T = 2, nodes a=0, b=1. Present rows: 0=(a,0), 1=(b,0),
 2=(b,1); absent rows: 3=a (multiplicity 1: t=1), 4=b (multiplicity 0). Edges: 0->1, 1->0
@@ -54,6 +56,7 @@ import torch
 from basketgnn.data.dataset import BasketData, _offsets, ranges
 from basketgnn.data.split import Instances
 from basketgnn.graph import build_kernel
+from basketgnn.graph.attention_plan import AttentionBucket, attention_buckets
 
 if TYPE_CHECKING:
     import dgl
@@ -68,32 +71,6 @@ def dgl_module() -> Any:
     import dgl.function  # noqa: F401  (the message and reduce functions of the edge form)
 
     return dgl
-
-
-@dataclass(frozen=True)
-class AttentionBucket:
-    """Nodes bought a similar number of times, for attention over *distinct* rows.
-
-    A node's sequence holds its P present rows and, at every other timestamp, its absent row.
-    Causal attention at position t over keys t' <= t therefore equals attention over the
-    node's D = P + 1 distinct rows, each key y weighted by how often it occurs up to t:
-    ``softmax_y(s(q_t, k_y) + log c_t(y))`` (c_t = 0 -> log = -inf). Column 0 is the absent
-    row; columns 1..P the present rows in time order; padding columns have c = 0.
-
-    Example: T = 3, the item bought at t = 1 only: columns [absent, (t=1)];
-    query column per t = [0, 1, 0]; c_t = [[1, 0], [1, 1], [2, 1]].
-
-    Shapes (nodes in the bucket M_b, D distinct rows, T = batch T_max): nodes [M_b];
-    rows [M_b, D] row ids; query [M_b, T] column of the query at t; log_count [M_b, T, D].
-    """
-
-    nodes: torch.Tensor
-    rows: torch.Tensor
-    query: torch.Tensor
-    log_count: torch.Tensor
-
-    def to(self, device: torch.device | str) -> AttentionBucket:
-        return AttentionBucket(*(v.to(device) for v in self.__dict__.values()))
 
 
 @dataclass(frozen=True)
@@ -174,7 +151,7 @@ class GraphBatch:
         then moved to the batch's device)."""
         count = self.node_count.cpu().numpy()
         device = self.node_rows.device
-        buckets = _attention_buckets(
+        buckets = attention_buckets(
             np.repeat(np.arange(len(count), dtype=np.int64), count), self.node_times.cpu().numpy(),
             self.node_rows.cpu().numpy(), self.absent_row.cpu().numpy(), count, self.max_len,
         )  # fmt: skip
@@ -202,7 +179,9 @@ class UserGraphs:
     the node); present_offsets [n + 1]; present_node [P] (local node), present_t [P];
     edge_offsets [n + 1]; edge_src, edge_dst [Q] (local present-row ids); edge_w [Q];
     self_w [n] (1 / max c); target_items / target_offsets (the target baskets, when known);
-    left_out_baskets: history baskets beyond either cap that the graphs leave out.
+    left_out_baskets: history baskets beyond either cap that the graphs leave out;
+    share_absent: :meth:`collate` gives the nodes of one item whose users share ``self_w`` one
+    absent row (see there).
     Factored form (edge_* empty): pair_offsets [n + 1]; pair_row [F] (local present row),
     pair_slot [F] (local slot); slot_offsets [n + 1] (slots per instance).
     """
@@ -227,6 +206,7 @@ class UserGraphs:
     pair_slot: np.ndarray | None = None
     slot_offsets: np.ndarray | None = None
     left_out_baskets: int = 0
+    share_absent: bool = False
 
     def __len__(self) -> int:
         return len(self.n_history)
@@ -250,10 +230,24 @@ class UserGraphs:
         (the [M, T] sequences and attention plans), which the engine bounds (``batch_work``)."""
         return self.n_nodes
 
+    def _targets(self, idx: np.ndarray) -> dict[str, torch.Tensor]:
+        """The target baskets of instances ``idx`` as GraphBatch fields ({} when unknown)."""
+        if self.target_items is None or self.target_offsets is None:
+            return {}
+        lens = self.target_offsets[idx + 1] - self.target_offsets[idx]
+        items = self.target_items[ranges(self.target_offsets[idx], lens)].astype(np.int64)
+        return {"target_items": torch.from_numpy(items), "target_offsets": torch.from_numpy(_offsets(lens))}
+
     def collate(self, idx: np.ndarray, with_targets: bool = True) -> GraphBatch:
         """Merge the graphs of instances ``idx`` into one :class:`GraphBatch` (vectorised).
 
         Rows of instance b are its present rows, then its absent rows, at offset row_base[b].
+        With ``share_absent``, the present rows of all instances come first and then one absent
+        row per distinct (item, self weight) of the batch's nodes: an absent row's input is
+        E_i, its only weight its self-loop 1 / max c, so through every layer its value depends
+        on the item and that weight alone, and nodes with both equal read the same row. Its
+        multiplicity is the sum of theirs (BatchNorm's statistics are unchanged); the rows a
+        scoring pass computes drop by the nodes that share.
         """
         idx = np.asarray(idx, dtype=np.int64)
         B = len(idx)
@@ -261,25 +255,29 @@ class UserGraphs:
         n_nodes = self.n_nodes[idx]  # [B]
         n_present = self.n_present[idx]  # [B]
         node_base = _offsets(n_nodes)  # [B + 1]
-        row_base = _offsets(n_present + n_nodes)  # [B + 1]
-        R, M = int(row_base[-1]), int(node_base[-1])
+        M = int(node_base[-1])
         T_max = int(T.max()) if B else 0
+        node_inst = np.repeat(np.arange(B), n_nodes)  # [M]
+        nodes = ranges(self.node_offsets[idx], n_nodes)  # [M] global node ids
+        absent_weight = (T[node_inst] - self.node_present[nodes]).astype(np.float32)  # [M]
+        row_base, absent_row, absent_node, absent_weight = _absent_layout(
+            self.node_item[nodes], self.self_w[idx], node_inst, n_present, n_nodes, absent_weight, self.share_absent
+        )  # fmt: skip
+        R = int(row_base[-1]) + (len(absent_node) if self.share_absent else 0)
+        row_scale = np.empty(R, dtype=self.self_w.dtype)  # [R] each row's self weight 1 / max c
+        row_scale[absent_row] = self.self_w[idx][node_inst]
 
         p = ranges(self.present_offsets[idx], n_present)  # [P_b] global present ids
         p_inst = np.repeat(np.arange(B), n_present)
         p_row = row_base[:-1][p_inst] + (np.arange(len(p)) - _offsets(n_present)[:-1][p_inst])
         p_node = node_base[:-1][p_inst] + self.present_node[p]
-        node_inst = np.repeat(np.arange(B), n_nodes)  # [M]
-        absent_row = row_base[:-1][node_inst] + n_present[node_inst] + (
-            np.arange(M) - node_base[:-1][node_inst]
-        )  # [M]
-        nodes = ranges(self.node_offsets[idx], n_nodes)  # [M] global node ids
+        row_scale[p_row] = self.self_w[idx][p_inst]
 
         row_node = np.empty(R, dtype=np.int64)
         row_node[p_row] = p_node
-        row_node[absent_row] = np.arange(M)
+        row_node[absent_row[absent_node]] = absent_node
         row_weight = np.ones(R, dtype=np.float32)
-        row_weight[absent_row] = T[node_inst] - self.node_present[nodes]
+        row_weight[absent_row[absent_node]] = absent_weight
         row_present = np.zeros(R, dtype=bool)
         row_present[p_row] = True
         seq_row = np.repeat(absent_row[:, None], T_max, axis=1)  # [M, T_max]
@@ -299,9 +297,7 @@ class UserGraphs:
             self_loops = np.arange(R, dtype=np.int64)
             src = np.concatenate([self.edge_src[e] + shift, self_loops])
             dst = np.concatenate([self.edge_dst[e] + shift, self_loops])
-            w = np.concatenate(
-                [self.edge_w[e], np.repeat(self.self_w[idx], n_present + n_nodes)]
-            )
+            w = np.concatenate([self.edge_w[e], row_scale])
             graph = dgl_module().graph((torch.from_numpy(src), torch.from_numpy(dst)), num_nodes=R)
             graph.edata["w"] = torch.from_numpy(w.astype(np.float32))
         else:
@@ -317,19 +313,11 @@ class UserGraphs:
                 pair_row=torch.from_numpy(self.pair_row[q] + np.repeat(row_base[:-1], n_pairs)),
                 pair_slot=torch.from_numpy(self.pair_slot[q] + np.repeat(slot_base[:-1], n_pairs)),
                 num_slots=int(slot_base[-1]),
-                row_scale=torch.from_numpy(np.repeat(self.self_w[idx], n_present + n_nodes)),
+                row_scale=torch.from_numpy(row_scale),
                 row_self=torch.from_numpy(row_self),
             )
 
-        targets: dict[str, torch.Tensor] = {}
-        if with_targets and self.target_items is not None and self.target_offsets is not None:
-            lens = self.target_offsets[idx + 1] - self.target_offsets[idx]
-            targets = {
-                "target_items": torch.from_numpy(
-                    self.target_items[ranges(self.target_offsets[idx], lens)].astype(np.int64)
-                ),
-                "target_offsets": torch.from_numpy(_offsets(lens)),
-            }
+        targets = self._targets(idx) if with_targets else {}
         return GraphBatch(
             graph=graph,
             adjacency=adjacency,
@@ -350,56 +338,36 @@ class UserGraphs:
         )
 
 
-def _attention_buckets(
-    p_node: np.ndarray,
-    p_t: np.ndarray,
-    p_row: np.ndarray,
-    absent_row: np.ndarray,
+def _absent_layout(
+    node_item: np.ndarray,
+    self_w: np.ndarray,
+    node_inst: np.ndarray,
     n_present: np.ndarray,
-    T_max: int,
-) -> tuple[AttentionBucket, ...]:
-    """Group nodes by P (1, 2, 3-4, 5-8, ...) and build each group's distinct-row plan.
+    n_nodes: np.ndarray,
+    weight: np.ndarray,
+    share: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Where a batch's rows go (:meth:`UserGraphs.collate`): each instance's first row, each
+    node's absent row, one node standing for each absent row, and each absent row's
+    multiplicity. Per node: instance b's present rows, then its absent rows, from row_base[b].
+    Shared: all present rows, then one absent row per distinct (item, self weight), in
+    ascending order of (item, self weight), multiplicities summed.
 
-    Shapes: p_* [P_b] per present row (batch node, time, row); absent_row [M]; n_present [M].
+    Shapes: node_item, node_inst, weight [M] (each node's absent multiplicity); self_w,
+    n_present, n_nodes [B] -> (row_base [B + 1], absent_row [M], absent_node [U],
+    absent_weight [U]); U = M per node.
     """
-    M = len(absent_row)
-    if M == 0:
-        return ()
-    order = np.lexsort((p_t, p_node))  # present rows by node, then time
-    p_node, p_t, p_row = p_node[order], p_t[order], p_row[order]
-    col = 1 + np.arange(len(p_node)) - _offsets(n_present)[:-1][p_node]  # [P_b] column >= 1
-    bucket_of = np.ceil(np.log2(np.maximum(n_present, 1))).astype(np.int64)  # [M]
-    t_grid = np.arange(T_max)
-    buckets = []
-    for b in np.unique(bucket_of):
-        nodes = np.flatnonzero(bucket_of == b)  # [M_b]
-        local = np.full(M, -1, dtype=np.int64)
-        local[nodes] = np.arange(len(nodes))
-        D = int(n_present[nodes].max()) + 1
-        sel = local[p_node] >= 0
-        pn, pc, pt = local[p_node[sel]], col[sel], p_t[sel]
-        rows = np.repeat(absent_row[nodes][:, None], D, axis=1)  # [M_b, D]
-        rows[pn, pc] = p_row[sel]
-        query = np.zeros((len(nodes), T_max), dtype=np.int64)  # [M_b, T]
-        query[pn, pt] = pc
-        key_time = np.full((len(nodes), D), T_max, dtype=np.int64)  # padding: never visible
-        key_time[pn, pc] = pt
-        visible = t_grid[None, :, None] >= key_time[:, None, :]  # [M_b, T, D]
-        present_upto = np.zeros((len(nodes), T_max), dtype=np.int64)
-        present_upto[pn, pt] = 1
-        n_absent = (t_grid + 1)[None, :] - np.cumsum(present_upto, axis=1)  # [M_b, T] >= 0
-        log_count = np.where(visible, 0.0, -np.inf)  # float64: exact log(n) for float64 models
-        with np.errstate(divide="ignore"):
-            log_count[:, :, 0] = np.log(n_absent)
-        buckets.append(
-            AttentionBucket(
-                nodes=torch.from_numpy(nodes),
-                rows=torch.from_numpy(rows),
-                query=torch.from_numpy(query),
-                log_count=torch.from_numpy(log_count),
-            )
-        )
-    return tuple(buckets)
+    if share:
+        row_base = _offsets(n_present)  # [B + 1]: present rows only
+        _, w_code = np.unique(self_w, return_inverse=True)  # [B]
+        key = node_item.astype(np.int64) * (int(w_code.max(initial=0)) + 1) + w_code[node_inst]  # [M]
+        _, owner, shared = np.unique(key, return_index=True, return_inverse=True)  # [U], [M]
+        shared = shared.reshape(-1)
+        return row_base, int(row_base[-1]) + shared, owner, np.bincount(shared, weights=weight, minlength=len(owner))
+    row_base = _offsets(n_present + n_nodes)  # [B + 1]
+    node_base = _offsets(n_nodes)
+    local = np.arange(len(node_inst)) - node_base[:-1][node_inst]  # [M] node index within its instance
+    return row_base, row_base[:-1][node_inst] + n_present[node_inst] + local, np.arange(len(node_inst)), weight
 
 
 def _last_baskets_within(
@@ -427,6 +395,7 @@ def build_user_graphs(
     max_history: int = 0,
     max_history_items: int = 0,
     compiled: bool = True,
+    share_absent: bool = False,
 ) -> UserGraphs:
     """Build the co-occurrence graphs of every instance's history, vectorised over instances.
 
@@ -439,6 +408,7 @@ def build_user_graphs(
     the others. ``compiled``: the factored form's nodes, max c and entries of B come from
     :func:`basketgnn.graph.build_kernel.factored_graphs` (customer by customer, the same
     arrays); False: from the sorts of :func:`_sorted_graphs` (the tests' reference for it).
+    ``share_absent``: batches share absent rows across their users (:meth:`UserGraphs.collate`).
     """
     if form not in ("factored", "edges"):
         raise ValueError(f"unknown graph form {form!r}")
@@ -456,6 +426,7 @@ def build_user_graphs(
         "target_offsets": None if targets is None else targets.offsets,
         "form": form,
         "left_out_baskets": int((full_T - T).sum()),
+        "share_absent": share_absent,
     }
     if form == "factored" and compiled:
         return _compiled_graphs(entries, data.n_items, common)

@@ -660,3 +660,54 @@ def test_history_entries_hand_computed():
     assert e.basket.tolist() == [0, 0, 0, 1, 2, 3, 3, 4]
     assert e.inst.tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
     assert e.present_offsets.tolist() == [0, 4, 8]
+
+
+def _long_histories(seed: int) -> list[list[list[int]]]:
+    """Customers of a few shapes: long histories (up to 40 baskets), baskets of up to 120 of
+    200 items, repeat purchases, and several customers with the same largest co-occurrence
+    count, so that absent rows meet across customers."""
+    rng = np.random.default_rng(seed)
+    users = []
+    for _ in range(24):
+        T = int(rng.integers(1, 40))
+        sizes = np.minimum(rng.geometric(0.08, size=T + 1), 120)
+        favourites = rng.choice(200, size=8, replace=False)
+        users.append([
+            sorted(set(rng.choice(200, size=int(k), replace=False).tolist()) | {int(favourites[t % 8])})
+            for t, k in enumerate(sizes)
+        ])  # fmt: skip
+    return users + _random_big_baskets(seed) + SEQUENCES
+
+
+@pytest.mark.parametrize("form", ["factored", "edges"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_shared_absent_rows_are_the_same_graphs(form, seed):
+    """``share_absent``: the nodes of one item whose customers share 1 / max c read one absent
+    row; every node-timestamp's weights, self weight and multiplicity are those of the
+    per-node layout, and the batch has fewer rows."""
+    seqs = _long_histories(seed)
+    data, inst = from_sequences(seqs, n_items=200), _instances(seqs)
+    order = np.random.default_rng(seed).permutation(len(seqs))
+    plain = build_user_graphs(data, inst, form=form).collate(order)
+    shared = build_user_graphs(data, inst, form=form, share_absent=True).collate(order)
+    assert shared.num_rows < plain.num_rows
+    for k in ("node_item", "node_user", "node_len", "node_count", "node_last", "node_times", "user_len"):
+        assert torch.equal(getattr(plain, k), getattr(shared, k)), k
+    # Every node-timestamp (m, t) holds a row of the same item, presence and self weight.
+    for b in (plain, shared):
+        assert torch.equal(b.node_item[b.row_node[b.seq_row]], b.node_item[:, None].expand_as(b.seq_row))
+    assert torch.equal(plain.row_present[plain.seq_row], shared.row_present[shared.seq_row])
+    scale = (lambda b: b.adjacency.row_scale) if form == "factored" else (
+        lambda b: b.graph.edata["w"][b.graph.edge_ids(torch.arange(b.num_rows), torch.arange(b.num_rows))]
+    )  # fmt: skip
+    assert torch.equal(scale(plain)[plain.seq_row], scale(shared)[shared.seq_row])
+    # Shared absent rows: one per distinct (item, self weight), their multiplicities summed.
+    absent = shared.absent_row
+    key = torch.stack([shared.node_item, (1 / scale(shared)[absent]).round().long()], 1)
+    assert len(torch.unique(absent)) == len(torch.unique(key, dim=0)) < len(absent)
+    assert float(shared.row_weight.sum()) == float(plain.row_weight.sum())
+    assert torch.equal(shared.row_weight[~shared.row_present].sum(), plain.row_weight[~plain.row_present].sum())
+    # The present rows' weights to each other are unchanged (dense matrices, present rows only).
+    dense = _dense_factored if form == "factored" else _dense_edges
+    keep_p, keep_s = plain.row_present, shared.row_present
+    assert torch.equal(dense(plain)[keep_p][:, keep_p], dense(shared)[keep_s][:, keep_s])
