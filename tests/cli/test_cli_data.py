@@ -36,8 +36,23 @@ def test_synth_writes_a_big_log_as_parts(tmp_path):
     assert df["customer_id"].nunique() == 300 and df["item_id"].nunique() > 300
     bad = CliRunner().invoke(app, ["synth", "--preset", "realistic", "--out", str(tmp_path / "x")])
     # main() turns a UserError into its message and exit status 2.
-    assert isinstance(bad.exception, UserError) and "only plain and realistic-clean" in str(bad.exception)
+    assert isinstance(bad.exception, UserError) and "only plain, realistic-clean and grocery" in str(bad.exception)
     assert not (tmp_path / "x").exists()
+
+
+def test_synth_grocery_preset_is_the_calibrated_settings(tmp_path):
+    from typer.testing import CliRunner
+
+    from basketgnn.cli import app
+    from basketgnn.data.synth import GROCERY, generate_log
+
+    result = CliRunner().invoke(app, ["synth", "--preset", "grocery", "--customers", "40", "--out", str(tmp_path / "g.csv")])
+    assert result.exit_code == 0, result.output
+    written = pd.read_csv(tmp_path / "g.csv", dtype={"quantity": "int64"}, parse_dates=["timestamp"])
+    expected = generate_log(40, seed=0, **{k: v for k, v in GROCERY.items() if k != "n_customers"})
+    pd.testing.assert_frame_equal(written, expected, check_dtype=False)
+    bad = CliRunner().invoke(app, ["synth", "--preset", "groceries", "--out", str(tmp_path / "y.csv")])
+    assert "unknown --preset 'groceries'" in str(bad.exception)
 
 
 # --- prepare: a transaction log ----------------------------------------------------------------

@@ -8,7 +8,7 @@ import basketgnn.data.synth as synth
 
 def test_public_names() -> None:
     assert set(synth.__all__) == {
-        "COLUMNS", "NON_PRODUCT_CODES", "REALISTIC", "Chunk", "ItemStructure", "Knobs",
+        "COLUMNS", "GROCERY", "NON_PRODUCT_CODES", "REALISTIC", "Chunk", "ItemStructure", "Knobs",
         "RealisticExport", "generate_log", "item_structure", "realistic_export", "write_log",
         "write_log_parts",
     }  # fmt: skip

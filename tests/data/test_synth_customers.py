@@ -69,6 +69,30 @@ def test_favourites_bought_with_rebuy_prob() -> None:
     assert 0.45 < len(half) / len(always) < 0.55
 
 
+def test_favourites_with_a_life_come_and_go() -> None:
+    """favourite_life L: each favourite is bought every period within one window (no gap of more
+    than a period inside it), windows are short against 200-basket histories, customers hold
+    many more favourites over their history, and about mean_favourites are active at a time."""
+    items = item_structure(n_items=400, seed=0)
+    b = Baskets.of(np.full(300, 200))
+    basket, item = favourite_picks(np.random.default_rng(5), items, b, np.zeros(300), 4.0, 1.0, (2, 2), 6.0)
+    forever, item_forever = favourite_picks(np.random.default_rng(5), items, b, np.zeros(300), 4.0, 1.0, (2, 2))
+    user, seq = b.basket_user[basket], b.basket_seq[basket]
+    pairs = user * items.n_items + item
+    spans = []
+    for pair in np.unique(pairs):
+        s = np.sort(seq[pairs == pair])
+        assert (np.diff(s) == 2).all()  # one window, bought at every due basket (period 2)
+        spans.append(s[-1] - s[0] + 1)
+    assert np.mean(spans) < 12  # windows of Exponential(6) baskets, cut by the history's ends
+    distinct = len(np.unique(pairs)) / 300
+    distinct_forever = len(np.unique(b.basket_user[forever] * items.n_items + item_forever)) / 300
+    assert distinct > 5 * distinct_forever
+    # Purchases per basket: a favourite with period 2 is bought in half of its active baskets.
+    active = len(basket) / len(b) * 2
+    assert 3.0 < active < 5.0, active
+
+
 def test_background_picks_at_least_one_where_no_favourite() -> None:
     items = item_structure(n_items=10, seed=0)
     has_favourite = np.array([True, False] * 500)

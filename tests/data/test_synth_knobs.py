@@ -34,7 +34,7 @@ def test_invalid_parameters_raise(bad: dict) -> None:
     "bad",
     [{"mean_favourites": -1}, {"background_items": -0.5}, {"bundle_prob": -0.1},
      {"gap_regularity": 0}, {"span_days": 0}, {"mean_extra_quantity": -1},
-     {"history_spread": -0.1}, {"basket_spread": -1}, {"n_items": 0}],
+     {"history_spread": -0.1}, {"basket_spread": -1}, {"n_items": 0}, {"favourite_life": -1}],
 )  # fmt: skip
 def test_knobs_outside_their_range_name_the_knob(bad: dict) -> None:
     with pytest.raises(ValueError, match=next(iter(bad))):

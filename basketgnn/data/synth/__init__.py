@@ -36,7 +36,10 @@ Customers and baskets:
   from the square root of the (drifted) popularity at the customer's first basket, each with its
   own period ``p`` (uniform in ``rebuy_period``, in baskets) and phase: the favourite is due in
   the customer's baskets ``phase, phase + p, phase + 2p, ...`` and is bought in a due basket with
-  probability ``rebuy_prob``.
+  probability ``rebuy_prob``. With ``favourite_life`` L > 0 a favourite is one only within a
+  window of Exponential(L) baskets placed at random over the history (customers draw
+  ``Poisson(mean_favourites * (n_baskets + L) / L)`` of them, so about ``mean_favourites`` are
+  active at a time): tastes change, and recent baskets tell more than old ones.
 * **Background picks.** Every basket also gets ``Poisson(background_items)`` items drawn from the
   drifted popularity at the basket's time (at least one if the basket would otherwise be empty).
 * **Bundle completion.** For every item picked so far (favourite or background) that belongs to
@@ -50,11 +53,13 @@ only the popularity-over-time sampling loops, over a fixed number of time bins.
 Where things are: :mod:`.knobs` (every setting, its default and range), :mod:`.items` (popularity,
 drift, bundles), :mod:`.customers` (the steps per customer and basket), :mod:`.generate` (one log
 or one chunk of a big one), :mod:`.write` (files and folders of parts), :mod:`.realistic` (the
-preset shaped like a raw retail export), :mod:`.base` (ids, streams, checks).
+preset shaped like a raw retail export), :mod:`.grocery` (the preset whose baselines rank as on
+a real grocery log), :mod:`.base` (ids, streams, checks).
 """
 
 from basketgnn.data.synth.base import COLUMNS
 from basketgnn.data.synth.generate import Chunk, generate_log
+from basketgnn.data.synth.grocery import GROCERY
 from basketgnn.data.synth.items import ItemStructure, item_structure
 from basketgnn.data.synth.knobs import Knobs
 from basketgnn.data.synth.realistic import (
@@ -66,7 +71,7 @@ from basketgnn.data.synth.realistic import (
 from basketgnn.data.synth.write import write_log, write_log_parts
 
 __all__ = [
-    "COLUMNS", "NON_PRODUCT_CODES", "REALISTIC", "Chunk", "ItemStructure", "Knobs",
+    "COLUMNS", "GROCERY", "NON_PRODUCT_CODES", "REALISTIC", "Chunk", "ItemStructure", "Knobs",
     "RealisticExport", "generate_log", "item_structure", "realistic_export", "write_log",
     "write_log_parts",
 ]  # fmt: skip

@@ -125,6 +125,7 @@ def basket_items(
         knobs.mean_favourites,
         knobs.rebuy_prob,
         knobs.rebuy_period,
+        knobs.favourite_life,
     )
     has_favourite = np.bincount(fav_basket, minlength=len(baskets)) > 0
     bg_basket, bg_item = background_picks(
@@ -149,15 +150,22 @@ def favourite_picks(
     mean_favourites: float,
     rebuy_prob: float,
     rebuy_period: tuple[int, int],
+    favourite_life: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Favourite items bought at their personal rhythm.
+    """Favourite items bought at their personal rhythm, for the whole history or, with
+    ``favourite_life`` L > 0, within a window of Exponential(L) baskets that starts uniformly in
+    [−length, n_baskets): customers take up and drop favourites, and about ``mean_favourites``
+    are active at any basket (each customer draws Poisson(mean_favourites · (n_baskets + L) / L)).
 
     Shapes: t_start [n_customers] (normalised time of each customer's first basket) ->
     basket [m], item [m] (global basket index and item index of every favourite purchase).
     """
     n_baskets, user_start = baskets.n_baskets, baskets.user_start
     n_customers = len(n_baskets)
-    n_fav = rng.poisson(mean_favourites, size=n_customers)
+    if favourite_life > 0:
+        n_fav = rng.poisson(mean_favourites * (n_baskets + favourite_life) / favourite_life)
+    else:
+        n_fav = rng.poisson(mean_favourites, size=n_customers)
     fav_user = np.repeat(np.arange(n_customers, dtype=np.int64), n_fav)
     fav_item = popularity_picks(rng, items, t_start[fav_user], _FAVOURITE_FLATTEN)
     # Drawn with replacement; a repeat would make one item doubly due, so keep each pair once.
@@ -165,10 +173,15 @@ def favourite_picks(
 
     period = rng.integers(rebuy_period[0], rebuy_period[1] + 1, size=len(fav_user))
     phase = rng.integers(0, period)
-    n_due = np.maximum(-(-(n_baskets[fav_user] - phase) // period), 0)
+    first, end = np.zeros(len(fav_user), dtype=np.int64), n_baskets[fav_user]  # active baskets [first, end)
+    if favourite_life > 0:
+        length = rng.exponential(favourite_life, size=len(fav_user))
+        start = np.floor(-length + rng.random(len(fav_user)) * (end + length)).astype(np.int64)
+        first, end = np.maximum(start, 0), np.minimum(start + np.ceil(length).astype(np.int64), end)
+    n_due = np.maximum(-(-(end - first - phase) // period), 0)
     which = np.repeat(np.arange(len(fav_user), dtype=np.int64), n_due)
     k = np.arange(len(which), dtype=np.int64) - np.repeat(np.cumsum(n_due) - n_due, n_due)
-    basket = user_start[fav_user[which]] + phase[which] + k * period[which]
+    basket = user_start[fav_user[which]] + first[which] + phase[which] + k * period[which]
     bought = rng.random(len(which)) < rebuy_prob
     return basket[bought], fav_item[which][bought]
 

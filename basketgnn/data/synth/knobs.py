@@ -29,6 +29,10 @@ class Knobs:
     """Probability that a favourite is bought in a basket where it is due."""
     rebuy_period: tuple[int, int] = (2, 4)
     """(low, high) inclusive range of a favourite's period, in baskets."""
+    favourite_life: float = 0.0
+    """Mean number of baskets a favourite stays one (exponential); 0 = for the whole history.
+    With L > 0 customers take up and drop favourites over time, so recent baskets tell more
+    than old ones (as in real grocery logs)."""
     background_items: float = 1.5
     """Mean (Poisson) number of popularity-driven picks per basket."""
     bundle_fraction: float = 0.3
@@ -79,6 +83,7 @@ class Knobs:
         check(self.mean_extra_quantity >= 0, "mean_extra_quantity must be >= 0")
         check(self.history_spread >= 0, "history_spread must be >= 0")
         check(self.basket_spread >= 0, "basket_spread must be >= 0")
+        check(self.favourite_life >= 0, "favourite_life must be >= 0")
         check_item_knobs(
             self.n_items, self.popularity_exponent, self.drift_fraction, self.drift_strength,
             self.bundle_fraction, self.bundle_size,
