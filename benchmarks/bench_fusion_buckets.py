@@ -19,12 +19,11 @@ in benchmarks/results/fusion_buckets.jsonl; a run with a row under the tag is sk
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
-from common import append_result, load_run, mean_std, runs_without_row, tagged_rows, variants_table
+from common import append_new_rows, load_run, mean_std, tagged_rows, variants_table
 
 from basketgnn.recommenders.fused import CHOICE_CHUNK, FusionOptions
 from basketgnn.scoring.fusion_choice import grid_metrics, select_point
@@ -99,10 +98,10 @@ def main() -> None:
     if args.summary:
         print(summary(args.tag))
         return
-    for run in runs_without_row(args.runs, "fusion_buckets", args.tag):
-        row = {"tag": args.tag, "buckets": args.buckets, **one(run, args.buckets)}
-        append_result("fusion_buckets", row)
-        print(json.dumps({k: row[k] for k in ("run", "one", "groups")}), flush=True)
+    append_new_rows(
+        "fusion_buckets", args.runs, args.tag, lambda run: {"buckets": args.buckets, **one(run, args.buckets)},
+        ["one", "groups"],
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

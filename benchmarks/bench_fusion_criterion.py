@@ -18,12 +18,11 @@ row already under the same tag is skipped.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
-from common import append_result, load_run, mean_std, runs_without_row, tagged_rows, variants_table
+from common import append_new_rows, load_run, mean_std, tagged_rows, variants_table
 
 from basketgnn.engine.checkpoint import read_state
 from basketgnn.metrics import ranking_metrics, top_k
@@ -100,10 +99,7 @@ def main() -> None:
     if args.summary:
         print(summary(args.tag))
         return
-    for run in runs_without_row(args.runs, "fusion_criterion", args.tag):
-        row = {"tag": args.tag, **one(run)}
-        append_result("fusion_criterion", row)
-        print(json.dumps({k: row[k] for k in ("run", *CRITERIA)}), flush=True)
+    append_new_rows("fusion_criterion", args.runs, args.tag, one, list(CRITERIA))
 
 
 if __name__ == "__main__":

@@ -50,6 +50,16 @@ def runs_without_row(runs: list[Path], name: str, tag: str) -> list[Path]:
     return [run for run in runs if str(run) not in seen]
 
 
+def append_new_rows(name: str, runs: list[Path], tag: str, row_of, shown: list[str]) -> None:
+    """For each run folder without a row under ``tag`` in results/NAME.jsonl, append
+    ``{"tag": tag, **row_of(run)}`` and print its ``run`` and ``shown`` fields (a rerun resumes
+    where a killed one stopped)."""
+    for run in runs_without_row(runs, name, tag):
+        row = {"tag": tag, **row_of(run)}
+        append_result(name, row)
+        print(json.dumps({k: row[k] for k in ("run", *shown)}), flush=True)
+
+
 def by_run_group(rows: list[dict]) -> dict[str, list[dict]]:
     """Rows grouped by their run folder's name without the seed (``DC-dnntsp-s0`` -> ``DC-dnntsp``)."""
     groups: dict[str, list[dict]] = {}

@@ -260,10 +260,9 @@ class UserGraphs:
         node_inst = np.repeat(np.arange(B), n_nodes)  # [M]
         nodes = ranges(self.node_offsets[idx], n_nodes)  # [M] global node ids
         absent_weight = (T[node_inst] - self.node_present[nodes]).astype(np.float32)  # [M]
-        row_base, absent_row, absent_node, absent_weight = _absent_layout(
+        R, row_base, absent_row, absent_node, absent_weight = _absent_layout(
             self.node_item[nodes], self.self_w[idx], node_inst, n_present, n_nodes, absent_weight, self.share_absent
         )  # fmt: skip
-        R = int(row_base[-1]) + (len(absent_node) if self.share_absent else 0)
         row_scale = np.empty(R, dtype=self.self_w.dtype)  # [R] each row's self weight 1 / max c
         row_scale[absent_row] = self.self_w[idx][node_inst]
 
@@ -346,15 +345,15 @@ def _absent_layout(
     n_nodes: np.ndarray,
     weight: np.ndarray,
     share: bool,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Where a batch's rows go (:meth:`UserGraphs.collate`): each instance's first row, each
-    node's absent row, one node standing for each absent row, and each absent row's
-    multiplicity. Per node: instance b's present rows, then its absent rows, from row_base[b].
+) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Where a batch's rows go (:meth:`UserGraphs.collate`): the number of rows, each
+    instance's first row, each node's absent row, one node standing for each absent row, and
+    each absent row's multiplicity. Per node: instance b's present rows, then its absent rows, from row_base[b].
     Shared: all present rows, then one absent row per distinct (item, self weight), in
     ascending order of (item, self weight), multiplicities summed.
 
     Shapes: node_item, node_inst, weight [M] (each node's absent multiplicity); self_w,
-    n_present, n_nodes [B] -> (row_base [B + 1], absent_row [M], absent_node [U],
+    n_present, n_nodes [B] -> (R, row_base [B + 1], absent_row [M], absent_node [U],
     absent_weight [U]); U = M per node.
     """
     if share:
@@ -363,11 +362,13 @@ def _absent_layout(
         key = node_item.astype(np.int64) * (int(w_code.max(initial=0)) + 1) + w_code[node_inst]  # [M]
         _, owner, shared = np.unique(key, return_index=True, return_inverse=True)  # [U], [M]
         shared = shared.reshape(-1)
-        return row_base, int(row_base[-1]) + shared, owner, np.bincount(shared, weights=weight, minlength=len(owner))
+        P = int(row_base[-1])
+        return P + len(owner), row_base, P + shared, owner, np.bincount(shared, weights=weight, minlength=len(owner))
     row_base = _offsets(n_present + n_nodes)  # [B + 1]
     node_base = _offsets(n_nodes)
     local = np.arange(len(node_inst)) - node_base[:-1][node_inst]  # [M] node index within its instance
-    return row_base, row_base[:-1][node_inst] + n_present[node_inst] + local, np.arange(len(node_inst)), weight
+    absent_row = row_base[:-1][node_inst] + n_present[node_inst] + local  # [M]
+    return int(row_base[-1]), row_base, absent_row, np.arange(len(node_inst)), weight
 
 
 def _last_baskets_within(

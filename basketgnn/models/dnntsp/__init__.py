@@ -30,7 +30,7 @@ def _batches(data: BasketData, instances: Instances, config: Any, with_targets: 
         data, instances, with_targets=with_targets, max_history=config.max_history,
         # The item cap bounds the training pass only (targets: training batches).
         max_history_items=config.train_history_items if with_targets else 0,
-        # Scoring passes share absent rows across customers (exact, fewer rows); training
+        # Scoring passes share absent rows across customers (the same values, fewer rows); training
         # batches keep one per node, so dropout draws a mask for each.
         share_absent=not with_targets,
     )
