@@ -277,24 +277,26 @@ def attention_readout(
 
 @numba.njit(**_JIT, inline="always")
 def _scores(qkv, rows, D, w_agg, has_w, heads, d_head, mean_heads, scale, s, vw):  # pragma: no cover - jit
-    """Into ``s[h, c, y]`` the scaled scores of every query column c and key column y of a
-    node's D rows, and with a learned readout into ``vw[h, y]`` each value's readout weight
-    ``v_{h,y} . w_agg_h`` (divided by the heads when they are averaged)."""
+    """Into ``s[h, c, y]`` the scaled scores of a node's D rows that its weights read: the
+    absent column's (c = 0) with every key column y, a present column c's with the keys
+    y <= c (it queries at its purchase, before the later keys are visible); the other entries
+    are left as they are. With a learned readout, into ``vw[h, y]`` each value's readout
+    weight ``v_{h,y} . w_agg_h`` (divided by the heads when they are averaged)."""
     HD = heads * d_head
-    # Each sum runs over i in order from 0.0; i is the outer loop so that the D² sums are
+    # Each sum runs over i in order from 0.0; i is the outer loop so that the sums are
     # independent chains (one dependent chain per sum stalls on the adder's latency).
     for h in range(heads):
         q0, k0, v0 = h * d_head, HD + h * d_head, 2 * HD + h * d_head
         for c in range(D):
-            for y in range(D):
+            for y in range(D if c == 0 else c + 1):
                 s[h, c, y] = 0.0
         for i in range(d_head):
             for c in range(D):
                 qc = qkv[rows[c], q0 + i]
-                for y in range(D):
+                for y in range(D if c == 0 else c + 1):
                     s[h, c, y] += qc * qkv[rows[y], k0 + i]
         for c in range(D):
-            for y in range(D):
+            for y in range(D if c == 0 else c + 1):
                 s[h, c, y] *= scale
         if has_w:
             w0 = 0 if mean_heads else h * d_head

@@ -53,19 +53,30 @@ _JIT = {**jit_options(__file__), "error_model": "numpy"}
 
 
 @numba.njit(**_JIT, inline="always")
-def _scores(qkv, rows, D, w_agg, has_w, heads, d_head, mean_heads, scale, s, vw):  # pragma: no cover - jit
-    """Into ``s[c, y, h]`` the node's scaled scores and ``vw[y, h]`` each value's readout
-    weight (0 without a learned readout)."""
+def _scores(qkv, rows, D, heads, d_head, scale, s):  # pragma: no cover - jit
+    """Into ``s[c, y, h]`` the node's scaled scores that the weights read: the absent row's
+    (c = 0) with every key, a present column c's with the keys y <= c (it queries at its
+    purchase, when the keys after it are not visible yet; of columns bought at the same t the
+    last one queries). The other entries are left as they are."""
     HD = heads * d_head
     for h in range(heads):
-        q0, k0, v0 = h * d_head, HD + h * d_head, 2 * HD + h * d_head
-        w0 = 0 if mean_heads else h * d_head
+        q0, k0 = h * d_head, HD + h * d_head
         for c in range(D):
-            for y in range(D):
+            for y in range(D if c == 0 else c + 1):
                 acc = 0.0
                 for i in range(d_head):
                     acc += qkv[rows[c], q0 + i] * qkv[rows[y], k0 + i]
                 s[c, y, h] = acc * scale
+
+
+@numba.njit(**_JIT, inline="always")
+def _value_weights(qkv, rows, D, w_agg, has_w, heads, d_head, mean_heads, vw):  # pragma: no cover - jit
+    """Into ``vw[y, h]`` each value's readout weight v_y . w_agg_h (0 without a learned
+    readout)."""
+    HD = heads * d_head
+    for h in range(heads):
+        v0 = 2 * HD + h * d_head
+        w0 = 0 if mean_heads else h * d_head
         for y in range(D):
             acc = 0.0
             if has_w:
@@ -215,7 +226,8 @@ def forward_kernel(qkv, absent_row, offsets, node_rows, node_times, lengths, w_a
     for m in range(absent_row.shape[0]):
         L = lengths[m]
         o, D, moff = _node_plan(absent_row, offsets, node_rows, mask, mask_off, m, rows)
-        _scores(qkv, rows, D, w_agg, has_w, heads, d_head, mean_heads, scale, s, vw)
+        _scores(qkv, rows, D, heads, d_head, scale, s)
+        _value_weights(qkv, rows, D, w_agg, has_w, heads, d_head, mean_heads, vw)
         A = saved[a_off[m] : a_off[m + 1]].reshape((L, D, heads))
         _node_forward(s, vw, node_times[o : o + D - 1], L, heads, log_n, mask, moff, mask_d[m], has_w,
                       A, saved_at[t0 : t0 + L], E, Sp, Ad, cs, tot)  # fmt: skip
@@ -274,7 +286,7 @@ def backward_kernel(qkv, absent_row, offsets, node_rows, node_times, lengths, w_
     scale = d_head**-0.5
     max_d = _sizes(offsets, lengths)[0]
     rows = np.empty(max_d, np.int64)
-    s, ds = np.empty((max_d, max_d, heads)), np.empty((max_d, max_d, heads))
+    ds = np.empty((max_d, max_d, heads))
     vw, cs, gv, dvw = np.empty((max_d, heads)), np.empty((max_d, heads)), np.empty((max_d, heads)), np.empty((max_d, heads))
     mk, dA, tot = np.empty((max_d, heads)), np.empty((max_d, heads)), np.empty(heads)
     g = np.empty((heads, d_head))
@@ -283,7 +295,9 @@ def backward_kernel(qkv, absent_row, offsets, node_rows, node_times, lengths, w_
     for m in range(absent_row.shape[0]):
         L = lengths[m]
         o, D, moff = _node_plan(absent_row, offsets, node_rows, mask, mask_off, m, rows)
-        _scores(qkv, rows, D, w_agg, has_w, heads, d_head, mean_heads, scale, s, vw)
+        # The backward reads the saved weights A, so of the forward's per-node products it
+        # recomputes only the readout weights.
+        _value_weights(qkv, rows, D, w_agg, has_w, heads, d_head, mean_heads, vw)
         for h in range(heads):
             v0 = 2 * HD + h * d_head
             for i in range(d_head):

@@ -266,10 +266,16 @@ def _split(qkv, rows, heads, d_head):
 def test_scores_and_value_weights(heads, d_head, mean_heads):
     qkv, rows, w_agg, _, _ = _node_case(0, heads, d_head, mean_heads)
     D = len(rows)
-    s, vw = np.empty((heads, D, D)), np.zeros((heads, D))
+    s, vw = np.full((heads, D, D), np.nan), np.zeros((heads, D))
     attention_kernel._scores(qkv, rows, D, w_agg, True, heads, d_head, mean_heads, d_head**-0.5, s, vw)
     q, k, v = _split(qkv, rows, heads, d_head)
-    np.testing.assert_allclose(s, q @ k.transpose(0, 2, 1) / np.sqrt(d_head), rtol=1e-12)
+    # The entries a query reads: the absent column 0 with every key, a present column c with
+    # the keys up to c; the others are not computed (left NaN here).
+    read = np.tril(np.ones((D, D), bool))
+    read[0] = True
+    expected = q @ k.transpose(0, 2, 1) / np.sqrt(d_head)  # [heads, D, D]
+    np.testing.assert_allclose(s[:, read], expected[:, read], rtol=1e-12)
+    assert np.isnan(s[:, ~read]).all()
     w = np.broadcast_to(w_agg, (heads, d_head)) if mean_heads else w_agg.reshape(heads, d_head)
     np.testing.assert_allclose(vw, np.einsum("hyi,hi->hy", v, w) / (heads if mean_heads else 1), rtol=1e-12)
 
