@@ -11,7 +11,8 @@ pairs differ only in the kernel while the VM's speed drifts.
 
 ``--train NAME``: DNNTSP fits of 2 epochs on a published split (default options, ``--threads``),
 the engine's ``train_s`` per epoch (each module's first epoch, which compiles, left out) and
-the epoch losses, which must agree between old and new. ``--score RUN``: every customer of a
+the epoch losses, which must agree between old and new (as the engine logs them, to 6
+decimals). ``--score RUN``: every customer of a
 trained run folder scored from the full history on one thread, as `recommend` builds its
 shared scores; the largest difference between old and new scores is printed (0.0: the same
 bits). The kernel is looked up under ``basketgnn.nn.temporal_attention`` (``--owner``), where
@@ -44,7 +45,8 @@ def load_old(path: str, name: str):
 
 
 def alternating(rounds: int, variants: dict, run) -> dict[str, list[float]]:
-    """``run(module)`` -> seconds for each variant in turn, the order flipped every round."""
+    """``run(label, module, round)`` -> seconds, for each variant in turn, the order flipped
+    every round."""
     seconds: dict[str, list[float]] = {k: [] for k in variants}
     for r in range(rounds):
         order = list(variants.items()) if r % 2 == 0 else list(reversed(variants.items()))
@@ -63,6 +65,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=6)
     args = ap.parse_args()
+    if not args.train and not args.score:
+        ap.error("nothing to time: give --train NAME and/or --score RUN ...")
     owner = importlib.import_module(args.owner)
     variants = {"old": load_old(args.old, args.kernel), "new": importlib.import_module(f"basketgnn.nn.{args.kernel}")}
     if args.train:

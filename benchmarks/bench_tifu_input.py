@@ -128,7 +128,9 @@ def run(args: argparse.Namespace, seed: int, sets: dict) -> dict:
                         pool_cap=tp.get("pool_cap"), pool_seed=tp.get("pool_seed", 0))  # fmt: skip
     use = args.w0 is not None
     dnntsp.SPEC = tifu_spec(TifuScorer.build(data, sp["train"], params), params.alpha, args.w0) if use else PLAIN
-    out_dir = Path(args.work) / f"{args.label}-seed{seed}"
+    # The folder names what the run trains, so a rerun with other options never resumes it.
+    feature = "plain" if not use else f"w0-{args.w0:g}-k{params.k}-m{params.m}-a{params.alpha:g}"
+    out_dir = Path(args.work) / f"{args.label}-{feature}-seed{seed}"
     t0 = time.perf_counter()
     outcome = train(ModelEntry("dnntsp", {"seed": seed, **sets}, out_dir=out_dir), data, sp)
     fit_s = time.perf_counter() - t0
@@ -156,8 +158,9 @@ def main() -> None:
     ap.add_argument("--tifu", required=True, help="the TIFU-KNN baseline's evaluate --output JSON (its params)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--label", required=True)
-    ap.add_argument("--w0", type=float, default=4.0, help="the TIFU feature's starting weight")
-    ap.add_argument("--control", action="store_true", help="train the plain model (no TIFU feature)")
+    which = ap.add_mutually_exclusive_group()
+    which.add_argument("--w0", type=float, default=4.0, help="the TIFU feature's starting weight")
+    which.add_argument("--control", action="store_true", help="train the plain model (no TIFU feature)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a DNNTSP config key")
     ap.add_argument("--work", default="/tmp/bench_tifu_input")
     args = ap.parse_args()

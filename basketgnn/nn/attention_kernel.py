@@ -24,9 +24,10 @@ once per query column and key, A[y, t] = n_t^[y=0] e[c_t, y] / Σ_y' n_t^[y'=0] 
 log n_t of the logits as a factor). A present column queries once; the absent column's norms
 and readout terms at each t come from prefix sums over its keys (:func:`_closed_key_sums`,
 :func:`_once_closed` for nodes bought once). Work per node is heads * (D^2 + L) multiply-adds
-plus D^2 dot products and about heads * D^2 / 2 exponentials, all in registers and small scratch
-arrays reused across nodes, with no [M, heads, D, T] tensors to pass over. The softmax at
-every t (heads * L * visible keys exponentials, :func:`_key_sums`) stays as the reference and
+plus about D^2 / 2 dot products (the scores some query reads) and about heads * D^2 / 2
+exponentials, all in registers and small scratch arrays reused across nodes, with no
+[M, heads, D, T] tensors to pass over. The softmax at every t (heads * L * visible keys
+exponentials, :func:`_key_sums`) stays as the reference and
 for nodes whose scores spread wider than a shifted exponential can hold. The helpers are
 inlined (``inline="always"``), so the loops compile as one function.
 

@@ -132,3 +132,32 @@ def test_no_nodes():
     assert out.shape == (0, DIM)
     out.sum().backward()
     assert qkv.grad is not None and qkv.grad.shape == (0, 3 * DIM)
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.3])
+def test_items_listed_twice_in_a_basket_as_the_tensor_path(dropout):
+    """Outside the data contract (ingestion drops repeats), but the training kernel still agrees
+    with the tensor path, values and gradients: two present rows at one timestamp, both
+    visible, the later one the query (its scores with the keys up to it are the ones computed)."""
+    from basketgnn.data.split import Instances
+    from basketgnn.graph.cooccurrence import build_user_graphs
+    from tests.nn.test_attention_kernel import N_ITEMS
+    from tests.support.raw_data import raw_basket_data
+
+    rng = np.random.default_rng(9)
+    users = [[[4, 3, 4], [1, 1], [2, 1, 0]], [[5, 5, 5], [5], [6, 5, 6], [7]]]
+    users += [[rng.choice(6, size=4).tolist() for _ in range(int(rng.integers(2, 9)))] for _ in range(20)]
+    inst = Instances(np.arange(len(users)), np.array([len(u) - 1 for u in users], dtype=np.int64))
+    batch = build_user_graphs(raw_basket_data(users, N_ITEMS), inst).collate(np.arange(len(users)))
+    times, node = batch.node_times.numpy(), np.repeat(np.arange(len(batch.node_count)), batch.node_count.numpy())
+    assert ((np.diff(times) == 0) & (np.diff(node) == 0)).any()  # a node twice at one timestamp
+    for merge, heads in (("concat", 3), ("mean", 2)):
+        torch.manual_seed(0)
+        att = MaskedTemporalSelfAttention(DIM, heads, merge, dropout).double().train()
+        rows = torch.randn(batch.num_rows, DIM, dtype=torch.float64, requires_grad=True)
+        w_agg = torch.randn(DIM, dtype=torch.float64, requires_grad=True)
+        out, ref, g_out, g_ref = _paths(att, batch, rows, w_agg, 1)
+        assert "AttentionReadout" in type(out.grad_fn).__name__
+        torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-12)
+        for a, b in zip(g_out, g_ref):
+            torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)
