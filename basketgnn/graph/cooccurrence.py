@@ -348,7 +348,8 @@ def _absent_layout(
 ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Where a batch's rows go (:meth:`UserGraphs.collate`): the number of rows, each
     instance's first row, each node's absent row, one node standing for each absent row, and
-    each absent row's multiplicity. Per node: instance b's present rows, then its absent rows, from row_base[b].
+    each absent row's multiplicity. Per node: instance b's present rows, then its absent rows,
+    from row_base[b].
     Shared: all present rows, then one absent row per distinct (item, self weight), in
     ascending order of (item, self weight), multiplicities summed.
 

@@ -27,9 +27,9 @@ and readout terms at each t come from prefix sums over its keys (:func:`_closed_
 plus about D^2 / 2 dot products (the scores some query reads) and about heads * D^2 / 2
 exponentials, all in registers and small scratch arrays reused across nodes, with no
 [M, heads, D, T] tensors to pass over. The softmax at every t (heads * L * visible keys
-exponentials, :func:`_key_sums`) stays as the reference and
-for nodes whose scores spread wider than a shifted exponential can hold. The helpers are
-inlined (``inline="always"``), so the loops compile as one function.
+exponentials, :func:`_key_sums`) stays as the reference and for nodes whose scores spread
+wider than a shifted exponential can hold. The helpers are inlined (``inline="always"``), so
+the loops compile as one function.
 
 Shapes: R rows, M nodes, P_b present rows in the batch, H heads.
 """
