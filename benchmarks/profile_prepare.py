@@ -3,10 +3,11 @@
 each statement (sampled every 0.3 s), the peak resident memory, and a hash of the prepared arrays
 (equal hashes: the same dataset).
 
-    flock /tmp/basketgnn-timing.lock .venv/bin/python benchmarks/profile_prepare.py LOG [MEMORY_LIMIT]
+    flock /tmp/basketgnn-timing.lock .venv/bin/python benchmarks/profile_prepare.py LOG [MEMORY_LIMIT [PART_ROWS]]
 
 LOG is a log folder of `basketgnn synth` (columns customer_id, basket_id, timestamp, item_id,
-quantity), prepared with the default options. An A/B of two codes runs this script twice with
+quantity), prepared with the default options; PART_ROWS sets the rows per customer part (default: the
+engine's). An A/B of two codes runs this script twice with
 ``PYTHONPATH`` set to each checkout, alternating (BENCHMARKS.md §26).
 """
 
@@ -29,8 +30,8 @@ import basketgnn.data.ingest.build as build
 import basketgnn.data.ingest.duckdb_engine as engine
 from basketgnn.data.ingest import Columns, PrepareOptions, prepare_log
 
-STEPS = ["code_rows", "basket_entries", "drop_rare_items", "cap_baskets", "number_baskets",
-         "keep_baskets", "kept_entries", "stream_dataset_arrays"]  # fmt: skip
+STEPS = ["code_rows", "code_part", "basket_entries", "item_counts", "drop_rare_items", "cap_baskets",
+         "number_baskets", "keep_baskets", "kept_entries", "item_map", "stream_dataset_arrays"]  # fmt: skip
 ROWS: list[tuple[str, str, float, float, float]] = []  # (kind, text, wall s, CPU s, temp GB)
 TEMP = {"dir": Path(), "peak": 0}
 
@@ -84,6 +85,7 @@ def timed(module, name: str) -> None:
 
 def main() -> None:
     log, memory = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "3GB"
+    engine_args = {"part_rows": int(sys.argv[3])} if len(sys.argv) > 3 else {}
     connect = duckdb.connect
     engine.duckdb.connect = lambda *a, **k: TimedConnection(connect(*a, **k))
     for name in STEPS:
@@ -97,7 +99,8 @@ def main() -> None:
     columns = Columns(customer="customer_id", item="item_id", basket="basket_id", timestamp="timestamp",
                       quantity="quantity")  # fmt: skip
     t0 = time.time()
-    data = prepare_log(log, columns, PrepareOptions(), memory_limit=memory, temp_dir=TEMP["dir"], arrays_file=out)
+    data = prepare_log(log, columns, PrepareOptions(), memory_limit=memory, temp_dir=TEMP["dir"], arrays_file=out,
+                       **engine_args)
     wall = time.time() - t0
     peak_temp = max((r[4] for r in ROWS if r[0] == "sql"), default=0.0)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6

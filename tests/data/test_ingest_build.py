@@ -11,7 +11,13 @@ import numpy as np
 import pytest
 
 from basketgnn.data.dataset import NO_TIME
-from basketgnn.data.ingest.build import basket_id_order, build, ordered_table
+from basketgnn.data.ingest.build import (
+    PART_ROWS,
+    basket_id_order,
+    build,
+    customer_parts,
+    ordered_table,
+)
 from basketgnn.data.ingest.options import Columns, PrepareOptions
 from basketgnn.errors import UserError
 
@@ -59,16 +65,18 @@ def _reference(rows, options: PrepareOptions) -> tuple[dict[str, list[tuple[int,
     return ok, report
 
 
-def _build(rows, columns: Columns, options: PrepareOptions):
+def _build(rows, columns: Columns, options: PrepareOptions, part_rows: int = PART_ROWS):
     con = duckdb.connect()
     con.execute("CREATE TABLE raw AS SELECT 1 AS x")  # build drops it once the rows are coded
     con.execute("CREATE TABLE good (cust VARCHAR, item VARCHAR, basket VARCHAR, t BIGINT)")
     con.executemany("INSERT INTO good VALUES (?, ?, ?, ?)", rows)
     report: dict = {}
-    data = build(con, columns, options, report)
+    data = build(con, columns, options, report, part_rows=part_rows)
     return data, report
 
 
+# One part; 6 parts of 1-2 customers; a part per customer (8 customers, ~200 rows).
+@pytest.mark.parametrize("part_rows", [PART_ROWS, 40, 7])
 @pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize(
     "options",
@@ -76,9 +84,9 @@ def _build(rows, columns: Columns, options: PrepareOptions):
      PrepareOptions(last_n=3, max_baskets=6), PrepareOptions(min_item_baskets=3, max_basket_items=3,
      last_n=5, min_baskets=3)],
 )  # fmt: skip
-def test_dataset_equals_the_reference(seed, options):
+def test_dataset_equals_the_reference(seed, options, part_rows):
     rows = _rows(seed)
-    data, report = _build(rows, Columns(), options)
+    data, report = _build(rows, Columns(), options, part_rows)
     data.validate()
     expected, expected_report = _reference(rows, options)
     got = {
@@ -101,6 +109,25 @@ def test_without_timestamp_baskets_follow_their_ids_numerically():
     assert (data.basket_times == NO_TIME).all()
 
 
+@pytest.mark.parametrize("part_rows", [PART_ROWS, 1])
+def test_without_timestamp_the_basket_id_order_is_the_whole_logs(part_rows):
+    """Customer "a" has integer ids only, "b" a text one: every id compares as text, whether
+    the two customers are built in one part or in two."""
+    rows = [("a", "x", "10", 0), ("a", "y", "9", 0), ("b", "x", "k2", 0), ("b", "y", "k1", 0)]
+    data, _ = _build(rows, Columns(timestamp=None), PrepareOptions(), part_rows)
+    assert [data.item_ids[b].tolist() for b in data.user_baskets(0)] == [["x"], ["y"]]
+    assert [data.item_ids[b].tolist() for b in data.user_baskets(1)] == [["y"], ["x"]]
+
+
+@pytest.mark.parametrize(
+    ("n_customers", "n_rows", "part_rows", "parts"),
+    [(5, 100, 1000, [(0, 5)]), (5, 100, 40, [(0, 2), (2, 4), (4, 5)]), (3, 100, 1, [(0, 1), (1, 2), (2, 3)]),
+     (0, 0, 10, [(0, 0)])],
+)  # fmt: skip
+def test_customer_parts_cover_every_customer_once(n_customers, n_rows, part_rows, parts):
+    assert customer_parts(n_customers, n_rows, part_rows) == parts
+
+
 @pytest.mark.parametrize(
     ("ids", "order"),
     [(["3", "01", "1"], "TRY_CAST(basket AS BIGINT), basket"),
@@ -114,9 +141,10 @@ def test_basket_id_order(ids, order):
     assert basket_id_order(con, "basket_ids") == order
 
 
-def test_no_customer_left_is_a_user_error():
+@pytest.mark.parametrize("part_rows", [PART_ROWS, 7])
+def test_no_customer_left_is_a_user_error(part_rows):
     with pytest.raises(UserError, match="No customer is left with at least 5 baskets"):
-        _build(_rows(0), Columns(), PrepareOptions(min_baskets=5, last_n=4))
+        _build(_rows(0), Columns(), PrepareOptions(min_baskets=5, last_n=4), part_rows)
 
 
 def test_ordered_table_rowid_is_the_rank_in_parallel(tmp_path):

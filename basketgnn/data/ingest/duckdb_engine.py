@@ -9,20 +9,24 @@ the used id lists come back to Python. The order of the steps
 and the report's counts are listed in :mod:`basketgnn.data.ingest`.
 
 The pipeline, one table per step (``c`` customer code, ``i`` item code, ``bo`` basket code (the
-basket id's row in ``basket_dict``), ``t`` ns since epoch, ``gb`` global basket number in
-(customer, time, basket id) order, ``rfe`` a basket's rank from its customer's end)::
+basket id's row in ``basket_dict``), ``t`` ns since epoch, ``gb`` a basket's number in its part
+in (customer, time, basket id) order, ``rfe`` a basket's rank from its customer's end)::
 
     raw(f, r, cust, item, basket, ts_raw, t[, w][, q_raw, q])   every row of every file
     good                                       rows kept by where / returns, without bad rows
     cust_dict, item_dict                       distinct strings -> codes in sorted-string order
-    basket_dict                                the distinct basket ids
-    coded(c, i, bo, t)                         good rows, coded
+    coded_rows(c, i, basket, t)                good rows with their codes (a view for one part)
+    item_pop(i, pop), frequent(i)              items' basket counts over the whole log
+  and for each part (a range of customer codes; tables renamed T_N while other parts run):
+    basket_dict                                the part's distinct basket ids
+    coded(c, i, bo, t)                         the part's rows, coded
     baskets(c, bo, t)                          a basket's time is its earliest row time
     entries(c, bo, i)                          distinct items per basket, rare items dropped,
                                                baskets capped at their most popular items
     numbered, ranked(gb, c, bo, t, size, rfe)  the baskets left, numbered
     kept(gb, c, bo, t, size, rfe)              last N per customer, min/max baskets per customer
     kept_entries(gb, i)                        the kept baskets' items, stored in (gb, i) order
+  then item_map(i, ii)                         the items left, numbered densely
 
 How values are read:
 
@@ -55,7 +59,7 @@ from typing import Any
 import duckdb
 
 from basketgnn.data.dataset import BasketData
-from basketgnn.data.ingest.build import build
+from basketgnn.data.ingest.build import PART_ROWS, build
 from basketgnn.data.ingest.checks import check_basket_or_time, log_files
 from basketgnn.data.ingest.options import Columns, PrepareOptions
 from basketgnn.data.ingest.report import record_source
@@ -74,6 +78,7 @@ def prepare_log_duckdb(
     *,
     temp_dir: str | Path | None = None,
     arrays_file: str | Path | None = None,
+    part_rows: int = PART_ROWS,
 ) -> BasketData:
     """Read a transaction log with DuckDB and build the prepared dataset, out of core.
 
@@ -86,7 +91,9 @@ def prepare_log_duckdb(
     is the number of DuckDB worker threads. With ``arrays_file`` (the
     ``arrays.npz`` of a dataset folder being written), the arrays are streamed into that file
     and the dataset returned maps it: the same dataset, while Python's memory holds a batch of
-    rows, not the arrays (``BasketData.save_meta`` then completes the folder).
+    rows, not the arrays (``BasketData.save_meta`` then completes the folder). A log of more
+    than ``part_rows`` valid rows is built a range of customers at a time (the same dataset;
+    :mod:`.build`).
     """
     check_basket_or_time(columns)
     files = log_files(path)
@@ -107,9 +114,10 @@ def prepare_log_duckdb(
             _check_options(con, options)
             report: dict[str, Any] = {}
             ts_typed = stage(con, files, columns, options)
-            validate(con, path, [str(f) for f in files], columns, options, report, ts_typed)
+            n_rows = validate(con, path, [str(f) for f in files], columns, options, report, ts_typed)
             data = build(con, columns, options, report,
-                         None if arrays_file is None else Path(arrays_file))  # fmt: skip
+                         None if arrays_file is None else Path(arrays_file),
+                         part_rows=part_rows, n_rows=n_rows)  # fmt: skip
         except duckdb.OutOfMemoryException as e:
             raise UserError(
                 f"{path}: DuckDB ran out of memory (memory_limit={memory_limit}): "

@@ -26,9 +26,9 @@ def validate(
     options: PrepareOptions,
     report: dict[str, Any],
     ts_typed: list[bool],
-) -> None:
+) -> int:
     """Drop rows outside ``where`` and returns, then count bad rows, raise or drop them; the
-    rows left are the view ``good``."""
+    rows left are the view ``good``. Returns their number."""
     blank = lit(_BLANK_RE)
     # Rows in scope: kept by where, and not a return to exclude. Out-of-scope rows are not checked.
     scope_parts, counted = [], []
@@ -111,6 +111,7 @@ def validate(
         con.execute(f"CREATE VIEW good AS SELECT * FROM raw WHERE ({scope}) AND NOT ({bad})")
     else:
         con.execute(f"CREATE VIEW good AS SELECT * FROM raw WHERE {scope}")
+    return int(n_scope - n_bad)
 
 
 def _time_out_of_range(ts_typed: list[bool], iso_text: bool = True) -> str:
