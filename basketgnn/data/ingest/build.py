@@ -83,7 +83,9 @@ def build(
     con.execute(f"DROP {coded_rows} IF EXISTS coded_rows")
     _drop(con, {"raw"})  # the strings are not needed past here
     item_counts(con, options.min_item_baskets)
-    order = "basket" if columns.timestamp else _basket_id_order(*map(all, zip(*kinds or [(False, False)])))
+    order = "basket" if columns.timestamp else _basket_id_order(
+        all(k[0] for k in kinds), all(k[1] for k in kinds)
+    )
     n_kept = 0
     for n in range(len(parts)):
         _rename(con, ["entries", "baskets", "basket_dict"], f"_{n}", "")
