@@ -20,10 +20,9 @@ Every step adds its counts to the report. A part's steps see only its customers'
 what crosses customers (the item counts of steps 3 and 4, the order of basket ids without a
 timestamp, the dense item numbers) is computed over the whole log, so the arrays do not
 depend on the number of parts; the sorts and hash tables of steps 2-7 then grow with a part,
-not with the log, and DuckDB keeps them within memory instead of spilling them. Orders (the
-codes, ``gb``, the entries) come from :func:`ordered_table`: one parallel sort stored in order,
-a row's ``rowid`` its rank, where ``row_number() OVER (ORDER BY ...)`` would number the rows in
-one thread.
+not with the log, and DuckDB spills less of them. Orders (the codes, ``gb``, the entries)
+come from :func:`ordered_table`: one parallel sort stored in order, a row's ``rowid`` its rank,
+where ``row_number() OVER (ORDER BY ...)`` would number the rows in one thread.
 """
 
 from __future__ import annotations
@@ -82,7 +81,8 @@ def build(
         _rename(con, ["entries", "baskets", "basket_dict"], "", f"_{n}")
     con.execute(f"DROP {coded_rows} IF EXISTS coded_rows")
     _drop(con, {"raw"})  # the strings are not needed past here
-    item_counts(con, options.min_item_baskets)
+    if _needs_item_counts(options):
+        item_counts(con, options.min_item_baskets)
     order = "basket" if columns.timestamp else _basket_id_order(
         all(k[0] for k in kinds), all(k[1] for k in kinds)
     )
@@ -195,6 +195,7 @@ def code_part(con: duckdb.DuckDBPyConnection, columns: Columns, part: tuple[int,
     customer code is in ``part`` (``[lo, hi)``; None: every row), ``bo`` a code of the basket
     id (its row in ``basket_dict``; the id itself orders a customer's baskets in
     :func:`number_baskets`), a basket's time its earliest row's."""
+    # Filtering the whole table twice costs less than copying the part out of it first.
     where = "" if part is None else f" WHERE c >= {int(part[0])} AND c < {int(part[1])}"
     if not columns.basket:  # a basket is (customer, timestamp)
         con.execute(f"CREATE TABLE coded AS SELECT c, i, t FROM coded_rows{where}")
@@ -255,9 +256,6 @@ def item_counts(con: duckdb.DuckDBPyConnection, min_item_baskets: int) -> None:
     counts in ``item_baskets`` summed), and ``frequent(i)``, the items held by at least
     ``min_item_baskets`` baskets. An item's count is the same after the rare-item filter,
     which removes only other items."""
-    tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-    if "item_baskets" not in tables:
-        return
     con.execute("CREATE TABLE item_pop AS SELECT i, sum(n)::BIGINT AS pop FROM item_baskets GROUP BY i")
     con.execute(f"CREATE TABLE frequent AS SELECT i FROM item_pop WHERE pop >= {int(min_item_baskets)}")
     _drop(con, {"item_baskets"})
