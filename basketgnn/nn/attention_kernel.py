@@ -48,8 +48,13 @@ from basketgnn.jit import jit_options
 # time): every divisor is a softmax's sum (≥ 1, its largest term is exp(0)) or the number of heads.
 _JIT = {**jit_options(__file__), "error_model": "numpy"}
 
+# DNNTSP's default attention shape (a 32-wide embedding in 4 heads of 8). The kernels compile a
+# copy of their work with these as constants, where the compiler unrolls the per-head and
+# per-dimension loops; any other shape runs the general copy, with the same results.
+DEFAULT_HEADS, DEFAULT_D_HEAD = 4, 8
 
-@numba.njit(**_JIT)
+
+@numba.njit(**_JIT, inline="always")
 def _bought_once(
     qkv, r0, r1, p, L, w_agg, has_w, heads, d_head, mean_heads, scale, log_n, s, vw, hw, out
 ):  # pragma: no cover - jit
@@ -137,7 +142,7 @@ def _two_keys(hw, col, n, heads, has_w, inv):  # pragma: no cover - jit
     return at if has_w else 1.0
 
 
-@numba.njit(**_JIT)
+@numba.njit(**_JIT, inline="always")
 def _once_closed(
     qkv, r0, r1, p, L, w_agg, has_w, heads, d_head, mean_heads, scale, hw, inv, out
 ):  # pragma: no cover - jit
@@ -231,6 +236,21 @@ def attention_readout(
     (:func:`_key_sums`), where ``once_path`` sends nodes bought once through
     :func:`_bought_once` (the same bits as the general loop; False: the general loop).
     """
+    if heads == DEFAULT_HEADS and d_head == DEFAULT_D_HEAD:  # constants: the per-head loops unroll
+        _readout(qkv, absent_row, node_offsets, node_rows, node_times, lengths, w_agg, DEFAULT_HEADS,
+                 DEFAULT_D_HEAD, mean_heads, out, once_path, closed_form)  # fmt: skip
+    else:
+        _readout(qkv, absent_row, node_offsets, node_rows, node_times, lengths, w_agg, heads, d_head,
+                 mean_heads, out, once_path, closed_form)  # fmt: skip
+
+
+@numba.njit(**_JIT, inline="always")
+def _readout(
+    qkv, absent_row, node_offsets, node_rows, node_times, lengths, w_agg, heads, d_head, mean_heads, out,
+    once_path, closed_form,
+):  # pragma: no cover - jit
+    """:func:`attention_readout`'s work; inlined, so that constant ``heads`` and ``d_head``
+    reach every loop."""
     M = absent_row.shape[0]
     has_w = w_agg.shape[0] > 0
     scale = d_head**-0.5

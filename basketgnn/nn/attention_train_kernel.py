@@ -46,7 +46,7 @@ import numpy as np
 import torch
 
 from basketgnn.jit import jit_options
-from basketgnn.nn.attention_kernel import _node_output
+from basketgnn.nn.attention_kernel import DEFAULT_D_HEAD, DEFAULT_HEADS, _node_output
 
 # Every divisor is a softmax's sum (≥ 1: its largest term is exp(0)) or the number of heads.
 _JIT = {**jit_options(__file__), "error_model": "numpy"}
@@ -211,6 +211,19 @@ def forward_kernel(qkv, absent_row, offsets, node_rows, node_times, lengths, w_a
     for the backward: saved [a_off[M]] each node's weights A [L, D, H] from a_off[m], saved_at
     [sum L] its readout weights a_t, node after node.
     """
+    if heads == DEFAULT_HEADS and d_head == DEFAULT_D_HEAD:  # constants: the per-head loops unroll
+        _forward(qkv, absent_row, offsets, node_rows, node_times, lengths, w_agg, DEFAULT_HEADS, DEFAULT_D_HEAD,
+                 mean_heads, mask, mask_off, mask_d, a_off, saved, saved_at, out)  # fmt: skip
+    else:
+        _forward(qkv, absent_row, offsets, node_rows, node_times, lengths, w_agg, heads, d_head, mean_heads,
+                 mask, mask_off, mask_d, a_off, saved, saved_at, out)  # fmt: skip
+
+
+@numba.njit(**_JIT, inline="always")
+def _forward(qkv, absent_row, offsets, node_rows, node_times, lengths, w_agg, heads, d_head, mean_heads,
+             mask, mask_off, mask_d, a_off, saved, saved_at, out):  # fmt: skip  # pragma: no cover - jit
+    """:func:`forward_kernel`'s work; inlined, so that constant ``heads`` and ``d_head`` reach
+    every loop."""
     has_w = w_agg.shape[0] > 0
     scale = d_head**-0.5
     max_d, max_l = _sizes(offsets, lengths)
@@ -282,6 +295,18 @@ def backward_kernel(qkv, absent_row, offsets, node_rows, node_times, lengths, w_
     """The gradients of :func:`forward_kernel`'s output, ``grad_out`` [M, d], with respect to
     qkv (added into ``grad_qkv`` [R, 3 H d_head], float64) and w_agg (into ``grad_w`` [d],
     float64), from what the forward saved. Other shapes as :func:`forward_kernel`'s."""
+    if heads == DEFAULT_HEADS and d_head == DEFAULT_D_HEAD:  # constants: the per-head loops unroll
+        _backward(qkv, absent_row, offsets, node_rows, node_times, lengths, w_agg, DEFAULT_HEADS, DEFAULT_D_HEAD,
+                  mean_heads, mask, mask_off, mask_d, a_off, saved, saved_at, grad_out, grad_qkv, grad_w)  # fmt: skip
+    else:
+        _backward(qkv, absent_row, offsets, node_rows, node_times, lengths, w_agg, heads, d_head, mean_heads,
+                  mask, mask_off, mask_d, a_off, saved, saved_at, grad_out, grad_qkv, grad_w)  # fmt: skip
+
+
+@numba.njit(**_JIT, inline="always")
+def _backward(qkv, absent_row, offsets, node_rows, node_times, lengths, w_agg, heads, d_head, mean_heads,
+              mask, mask_off, mask_d, a_off, saved, saved_at, grad_out, grad_qkv, grad_w):  # fmt: skip  # pragma: no cover - jit
+    """:func:`backward_kernel`'s work (inlined as :func:`_forward`)."""
     has_w = w_agg.shape[0] > 0
     scale = d_head**-0.5
     max_d = _sizes(offsets, lengths)[0]

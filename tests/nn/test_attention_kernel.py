@@ -56,21 +56,24 @@ def _dense(att: MaskedTemporalSelfAttention, rows: torch.Tensor, batch: GraphBat
     return last_timestamp(out, batch.node_len) if w_agg is None else aggregate_nodes_temporal_feature(out, batch.node_len, w_agg)
 
 
-@pytest.mark.parametrize("merge,heads", [("concat", 1), ("concat", 3), ("concat", 4), ("mean", 2)])
+# (4, 32): DNNTSP's default shape, 4 heads of 8, which the kernel compiles with constant sizes.
+@pytest.mark.parametrize(
+    "merge,heads,dim", [("concat", 1, DIM), ("concat", 3, DIM), ("concat", 4, DIM), ("mean", 2, DIM), ("concat", 4, 32)]
+)
 @pytest.mark.parametrize("readout", ["learned", "last"])
 @pytest.mark.parametrize("seed,long", [(0, False), (1, False), (2, True)])
-def test_compiled_readout_equals_dense_attention(merge, heads, readout, seed, long):
+def test_compiled_readout_equals_dense_attention(merge, heads, dim, readout, seed, long):
     batch = _batch(_users(seed, long), seed)
     torch.manual_seed(seed)
-    att = MaskedTemporalSelfAttention(DIM, heads, merge).double().eval()
-    rows = torch.randn(batch.num_rows, DIM, dtype=torch.float64)
-    w_agg = torch.randn(DIM, dtype=torch.float64) if readout == "learned" else None
+    att = MaskedTemporalSelfAttention(dim, heads, merge).double().eval()
+    rows = torch.randn(batch.num_rows, dim, dtype=torch.float64)
+    w_agg = torch.randn(dim, dtype=torch.float64) if readout == "learned" else None
     with torch.no_grad():
         assert compiled_inference_applies(rows, att.qkv.weight, training=att.training, dropout=att.dropout)
         out = att.forward_nodes(rows, batch, w_agg)
         ref = _dense(att, rows, batch, w_agg)
         tensor_path = att.forward_aggregated(rows, batch.attention, len(batch.node_item), batch.node_len, w_agg)
-    assert out.shape == ref.shape == (len(batch.node_item), DIM)
+    assert out.shape == ref.shape == (len(batch.node_item), dim)
     torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-12)
     torch.testing.assert_close(out, tensor_path, rtol=1e-10, atol=1e-12)
 
@@ -141,14 +144,17 @@ def test_no_nodes():
     assert out.shape == (0, DIM)
 
 
-@pytest.mark.parametrize("merge,heads,readout", [("concat", 4, "learned"), ("mean", 2, "learned"), ("concat", 3, "last")])
-def test_the_bought_once_path_has_the_general_loops_bits(merge, heads, readout):
+@pytest.mark.parametrize(
+    "merge,heads,dim,readout",
+    [("concat", 4, DIM, "learned"), ("mean", 2, DIM, "learned"), ("concat", 3, DIM, "last"), ("concat", 4, 32, "learned")],
+)
+def test_the_bought_once_path_has_the_general_loops_bits(merge, heads, dim, readout):
     """With the softmax at every t, nodes bought once (most of them) take a two-key path; it
     repeats the general loop's operations in the same order, so its outputs are the same bits
     (float32 and float64)."""
     batch = _batch(_users(7, long=True), 7)
     assert (batch.node_count == 1).any() and (batch.node_count > 1).any()
-    d_head = DIM // heads if merge == "concat" else DIM
+    d_head = dim // heads if merge == "concat" else dim
     for dtype in (np.float32, np.float64):
         rng = np.random.default_rng(7)
         qkv = rng.normal(size=(batch.num_rows, 3 * heads * d_head)).astype(dtype)
@@ -188,9 +194,12 @@ def _long_big_baskets(seed: int) -> list[list[list[int]]]:
     return users
 
 
-@pytest.mark.parametrize("merge,heads,readout", [("concat", 4, "learned"), ("mean", 2, "learned"), ("concat", 3, "last")])
+@pytest.mark.parametrize(
+    "merge,heads,dim,readout",
+    [("concat", 4, DIM, "learned"), ("mean", 2, DIM, "learned"), ("concat", 3, DIM, "last"), ("concat", 4, 32, "learned")],
+)
 @pytest.mark.parametrize("case", ["long", "big"])
-def test_closed_form_equals_the_softmax_at_every_t(merge, heads, readout, case):
+def test_closed_form_equals_the_softmax_at_every_t(merge, heads, dim, readout, case):
     """The closed form (exponentials once per query column, sums over t from prefix sums)
     against the softmax taken at every t, float64: long histories, and hundreds of items a
     basket over up to 60 baskets."""
@@ -199,7 +208,7 @@ def test_closed_form_equals_the_softmax_at_every_t(merge, heads, readout, case):
     inst = Instances(np.arange(len(users)), np.array([len(u) - 1 for u in users], dtype=np.int64))
     batch = build_user_graphs(data, inst, max_history=0).collate(np.arange(len(users)))
     assert (batch.node_count == 1).any() and batch.node_count.max() >= (20 if case == "big" else 5)
-    d_head = DIM // heads if merge == "concat" else DIM
+    d_head = dim // heads if merge == "concat" else dim
     rng = np.random.default_rng(9)
     qkv = rng.normal(size=(batch.num_rows, 3 * heads * d_head))
     w_agg = rng.normal(size=heads * d_head if merge == "concat" else d_head)[: 0 if readout == "last" else None]

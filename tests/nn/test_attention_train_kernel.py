@@ -33,15 +33,16 @@ def _paths(att, batch, rows, w_agg, seed):
     return out, ref, _grads(out, params, seed), _grads(ref, params, seed)
 
 
-@pytest.mark.parametrize("merge,heads", [("concat", 1), ("concat", 4), ("mean", 2)])
+# (4, 32): DNNTSP's default shape, 4 heads of 8, which the kernels compile with constant sizes.
+@pytest.mark.parametrize("merge,heads,dim", [("concat", 1, DIM), ("concat", 4, DIM), ("mean", 2, DIM), ("concat", 4, 32)])
 @pytest.mark.parametrize("readout", ["learned", "last"])
 @pytest.mark.parametrize("seed,long", [(0, False), (1, False), (2, True)])
-def test_values_and_gradients_equal_the_tensor_path_and_dense(merge, heads, readout, seed, long):
+def test_values_and_gradients_equal_the_tensor_path_and_dense(merge, heads, dim, readout, seed, long):
     batch = _batch(_users(seed, long), seed)
     torch.manual_seed(seed)
-    att = MaskedTemporalSelfAttention(DIM, heads, merge).double().train()
-    rows = torch.randn(batch.num_rows, DIM, dtype=torch.float64, requires_grad=True)
-    w_agg = torch.randn(DIM, dtype=torch.float64, requires_grad=True) if readout == "learned" else None
+    att = MaskedTemporalSelfAttention(dim, heads, merge).double().train()
+    rows = torch.randn(batch.num_rows, dim, dtype=torch.float64, requires_grad=True)
+    w_agg = torch.randn(dim, dtype=torch.float64, requires_grad=True) if readout == "learned" else None
     out, ref, g_out, g_ref = _paths(att, batch, rows, w_agg, seed)
     assert out.grad_fn is not None and "AttentionReadout" in type(out.grad_fn).__name__
     torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-12)
@@ -53,15 +54,18 @@ def test_values_and_gradients_equal_the_tensor_path_and_dense(merge, heads, read
         torch.testing.assert_close(a, c, rtol=1e-9, atol=1e-11)
 
 
-@pytest.mark.parametrize("merge,heads,readout", [("concat", 4, "learned"), ("mean", 2, "learned"), ("concat", 2, "last")])
+@pytest.mark.parametrize(
+    "merge,heads,dim,readout",
+    [("concat", 4, DIM, "learned"), ("mean", 2, DIM, "learned"), ("concat", 2, DIM, "last"), ("concat", 4, 32, "learned")],
+)
 @pytest.mark.parametrize("seed,long", [(0, False), (2, True)])
-def test_dropout_drops_the_tensor_paths_weights(merge, heads, readout, seed, long):
+def test_dropout_drops_the_tensor_paths_weights(merge, heads, dim, readout, seed, long):
     """Same torch seed: the same weights dropped, so the same values and gradients."""
     batch = _batch(_users(seed, long), seed)
     torch.manual_seed(seed)
-    att = MaskedTemporalSelfAttention(DIM, heads, merge, dropout=0.3).double().train()
-    rows = torch.randn(batch.num_rows, DIM, dtype=torch.float64, requires_grad=True)
-    w_agg = torch.randn(DIM, dtype=torch.float64, requires_grad=True) if readout == "learned" else None
+    att = MaskedTemporalSelfAttention(dim, heads, merge, dropout=0.3).double().train()
+    rows = torch.randn(batch.num_rows, dim, dtype=torch.float64, requires_grad=True)
+    w_agg = torch.randn(dim, dtype=torch.float64, requires_grad=True) if readout == "learned" else None
     out, ref, g_out, g_ref = _paths(att, batch, rows, w_agg, seed)
     torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-12)
     for a, b in zip(g_out, g_ref):
