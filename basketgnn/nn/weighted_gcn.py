@@ -31,7 +31,7 @@ from torch import nn
 
 from basketgnn.graph.cooccurrence import FactoredAdjacency, dgl_module
 from basketgnn.jit import compiled_inference_applies
-from basketgnn.nn import gcn_kernel
+from basketgnn.nn import batch_norm_kernel, gcn_kernel
 
 if TYPE_CHECKING:
     import dgl
@@ -66,29 +66,49 @@ class MultiplicityBatchNorm1d(nn.BatchNorm1d):
 
     Identical to ``nn.BatchNorm1d`` on the expanded rows: biased variance to normalise,
     unbiased (n / (n - 1)) in the running estimate. Same parameters and buffers, so state dicts
-    are interchangeable.
+    are interchangeable. In training on the CPU the statistics, normalisation and gradient run
+    in :mod:`basketgnn.nn.batch_norm_kernel` (equal up to float rounding).
 
     Shapes: x [rows, C], weight [rows] -> [rows, C].
     """
 
+    #: False: training always takes the tensor path (tests, benchmarks).
+    compiled: bool = True
+
     def forward(self, x: torch.Tensor, weight: torch.Tensor | None = None) -> torch.Tensor:  # type: ignore[override]
         if weight is None or not self.training:
             return super().forward(x)
-        w = weight.to(x.dtype).unsqueeze(1)  # [rows, 1]
+        if self.compiled and batch_norm_kernel.applies(x):
+            return self.forward_compiled(x, weight)
+        w = weight.to(x.dtype)  # [rows]
         n = w.sum()
-        mean = (w * x).sum(0) / n  # [C]
-        var = (w * (x - mean) ** 2).sum(0) / n  # [C], biased
-        if self.track_running_stats and self.running_mean is not None:
-            with torch.no_grad():
-                assert self.running_var is not None and self.num_batches_tracked is not None
-                self.num_batches_tracked.add_(1)
-                m = self.momentum if self.momentum is not None else 1.0 / float(self.num_batches_tracked)
-                self.running_mean.mul_(1 - m).add_(m * mean)
-                self.running_var.mul_(1 - m).add_(m * var * n / (n - 1).clamp(min=1))
+        mean = (w.unsqueeze(1) * x).sum(0) / n  # [C]
+        var = (w.unsqueeze(1) * (x - mean) ** 2).sum(0) / n  # [C], biased
+        self._track(mean, var, n)
         out = (x - mean) * torch.rsqrt(var + self.eps)
         if self.affine:
             out = out * self.weight + self.bias
         return out
+
+    def forward_compiled(self, x: torch.Tensor, weight: torch.Tensor, relu: bool = False, dropout: float = 0.0) -> torch.Tensor:
+        """Training on the CPU through :mod:`basketgnn.nn.batch_norm_kernel`, with ReLU and
+        dropout (probability ``dropout``) after it where asked, in the same passes."""
+        w = weight.to(x.dtype)  # [rows]
+        affine = (self.weight, self.bias) if self.affine else (None, None)
+        out, mean, var = batch_norm_kernel.weighted_batch_norm(x, w, *affine, self.eps, relu, dropout)
+        self._track(mean.to(x.dtype), var.to(x.dtype), w.sum())
+        return out
+
+    def _track(self, mean: torch.Tensor, var: torch.Tensor, n: torch.Tensor) -> None:
+        """The running statistics' update from a batch's mean and biased variance over n rows."""
+        if not (self.track_running_stats and self.running_mean is not None):
+            return
+        with torch.no_grad():
+            assert self.running_var is not None and self.num_batches_tracked is not None
+            self.num_batches_tracked.add_(1)
+            m = self.momentum if self.momentum is not None else 1.0 / float(self.num_batches_tracked)
+            self.running_mean.mul_(1 - m).add_(m * mean)
+            self.running_var.mul_(1 - m).add_(m * var * n / (n - 1).clamp(min=1))
 
 
 class WeightedGraphConv(nn.Module):
@@ -118,7 +138,13 @@ class WeightedGraphConv(nn.Module):
         row_weight: torch.Tensor | None = None,
     ) -> torch.Tensor:
         agg = weighted_sum(graph, x, self.compiled)  # [rows, in_dim]
-        return self.dropout(torch.relu(self.norm(self.linear(agg), row_weight)))
+        return self._activate(self.linear(agg), row_weight)
+
+    def _activate(self, z: torch.Tensor, row_weight: torch.Tensor | None) -> torch.Tensor:
+        """dropout(ReLU(BatchNorm(z))); in training on the CPU in one compiled pass."""
+        if self.training and row_weight is not None and self.norm.compiled and batch_norm_kernel.applies(z):
+            return self.norm.forward_compiled(z, row_weight, relu=True, dropout=self.dropout.p)
+        return self.dropout(torch.relu(self.norm(z, row_weight)))
 
     def forward_padded(
         self,
@@ -134,7 +160,7 @@ class WeightedGraphConv(nn.Module):
         Shapes: pad_x [P, in_dim], pad_weight [P] -> ([rows, out_dim], [P, out_dim]).
         """
         agg = torch.cat([weighted_sum(graph, x, self.compiled), pad_x])  # [rows + P, in_dim]
-        out = self.dropout(torch.relu(self.norm(self.linear(agg), torch.cat([row_weight.to(agg.dtype), pad_weight.to(agg.dtype)]))))
+        out = self._activate(self.linear(agg), torch.cat([row_weight.to(agg.dtype), pad_weight.to(agg.dtype)]))
         return out[: len(x)], out[len(x) :]
 
 

@@ -69,6 +69,72 @@ def test_batch_norm_by_multiplicity_equals_expanded_rows():
     torch.testing.assert_close(ours(x, weight), reference(x))
 
 
+def _batch_norm_and_grads(bn, x, weight, g):
+    """bn's output on x, its running statistics after the step and the gradients of
+    sum(out * g) with respect to x, gamma and beta."""
+    x = x.clone().requires_grad_(True)
+    out = bn(x, weight) if weight is not None else bn(x)
+    params = [x] + ([bn.weight, bn.bias] if bn.affine else [])
+    grads = torch.autograd.grad((out * g).sum(), params)
+    return out.detach(), bn.running_mean.clone(), bn.running_var.clone(), grads
+
+
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize("momentum", [0.1, None])
+def test_compiled_batch_norm_equals_the_tensor_path_and_expanded_rows(affine, momentum):
+    """The compiled training step (statistics, output, gradients of x, gamma and beta, running
+    statistics) against the tensor path and against nn.BatchNorm1d on the expanded rows, float64:
+    a row read by its w copies downstream gets their summed gradient w g, and its input's
+    gradient is the sum of the copies' gradients."""
+    torch.manual_seed(3)
+    R, C = 40, 6
+    x = torch.randn(R, C, dtype=torch.float64) * 3 + 1
+    weight = torch.randint(0, 5, (R,))
+    weight[0] = 0
+    g_copy = torch.randn(R, C, dtype=torch.float64)  # each copy's gradient
+    g = g_copy * weight.unsqueeze(1)  # the row's: its copies' sum
+    make = lambda: MultiplicityBatchNorm1d(C, affine=affine, momentum=momentum).double().train()  # noqa: E731
+    compiled, tensor = make(), make()
+    if affine:
+        with torch.no_grad():
+            for bn in (compiled, tensor):
+                bn.weight.copy_(torch.linspace(0.5, 2, C))
+                bn.bias.copy_(torch.linspace(-1, 1, C))
+    tensor.compiled = False
+    got = _batch_norm_and_grads(compiled, x, weight, g)
+    want = _batch_norm_and_grads(tensor, x, weight, g)
+    assert got[3][0].abs().max() > 0
+    for a, b in zip(got[:3] + tuple(got[3]), want[:3] + tuple(want[3])):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+    reference = nn.BatchNorm1d(C, affine=affine, momentum=momentum).double().train()
+    if affine:
+        reference.load_state_dict(compiled.state_dict() | {"running_mean": torch.zeros(C), "running_var": torch.ones(C),
+                                                            "num_batches_tracked": torch.tensor(0)})  # fmt: skip
+    ref = _batch_norm_and_grads(reference, x.repeat_interleave(weight, dim=0), None, g_copy.repeat_interleave(weight, dim=0))
+    kept = weight > 0
+    torch.testing.assert_close(got[0][kept].repeat_interleave(weight[kept], dim=0), ref[0])
+    torch.testing.assert_close(got[1], ref[1])
+    torch.testing.assert_close(got[2], ref[2])
+    summed = torch.zeros(R, C, dtype=torch.float64).index_add(0, torch.arange(R).repeat_interleave(weight), ref[3][0])
+    torch.testing.assert_close(got[3][0], summed)
+    for a, b in zip(got[3][1:], ref[3][1:]):
+        torch.testing.assert_close(a, b)
+
+
+def test_compiled_batch_norm_float32_is_the_tensor_path_up_to_rounding():
+    torch.manual_seed(4)
+    x = torch.randn(500, 32) * 2
+    weight = torch.randint(1, 6, (500,))
+    g = torch.randn(500, 32)
+    compiled, tensor = MultiplicityBatchNorm1d(32).train(), MultiplicityBatchNorm1d(32).train()
+    tensor.compiled = False
+    got = _batch_norm_and_grads(compiled, x, weight, g)
+    want = _batch_norm_and_grads(tensor, x, weight, g)
+    assert got[0].dtype == torch.float32 and all(t.dtype == torch.float32 for t in got[3])
+    for a, b in zip(got[:3] + tuple(got[3]), want[:3] + tuple(want[3])):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
 def test_gcn_layers_against_dense_composition():
     torch.manual_seed(2)
     gcn = WeightedGCN(4, num_layers=2).double().eval()
@@ -79,3 +145,41 @@ def test_gcn_layers_against_dense_composition():
         expected = torch.relu(layer.norm(layer.linear(W @ expected)))
     with torch.no_grad():
         torch.testing.assert_close(gcn(_factored(), x, torch.ones(4)), expected)
+
+
+@pytest.mark.parametrize("padded", [False, True])
+def test_training_layers_compiled_equal_the_tensor_path_with_dropout(padded):
+    """A two-layer GCN in training with dropout 0.3, float64: the compiled BatchNorm + ReLU +
+    dropout draws the same mask from the same seed as nn.Dropout, so the outputs, the gradients
+    of the input and of every parameter, and the running statistics equal the tensor path's.
+    ``padded``: with the padded rows of the authors' BatchNorm statistics."""
+    torch.manual_seed(5)
+    R, C = 30, 8
+    graph = FactoredAdjacency(torch.randint(0, R, (50,)), torch.randint(0, 12, (50,)), 12,
+                              torch.rand(R) + 0.5, torch.randint(0, 3, (R,)).float())  # fmt: skip
+    x = torch.randn(R, C, dtype=torch.float64, requires_grad=True)
+    weight = torch.randint(1, 4, (R,))
+    pad = (torch.randn(7, C, dtype=torch.float64), torch.randint(1, 5, (7,))) if padded else (None, None)
+    compiled = WeightedGCN(C, num_layers=2, dropout=0.3).double().train()
+    tensor = WeightedGCN(C, num_layers=2, dropout=0.3).double().train()
+    tensor.load_state_dict(compiled.state_dict())
+    results = []
+    for gcn, on in ((compiled, True), (tensor, False)):
+        MultiplicityBatchNorm1d.compiled = on
+        try:
+            torch.manual_seed(6)
+            out = gcn(graph, x, weight, *pad)
+            g = torch.randn(out.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(7))
+            grads = torch.autograd.grad((out * g).sum(), [x, *gcn.parameters()])
+        finally:
+            MultiplicityBatchNorm1d.compiled = True
+        results.append((out, grads, [b.clone() for b in gcn.buffers()]))
+    (out, grads, bufs), (ref, ref_grads, ref_bufs) = results
+    assert (out == 0).float().mean() > 0.3  # ReLU and dropout both act
+    torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-12)
+    for a, b in zip(grads, ref_grads):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)
+    for a, b in zip(bufs, ref_bufs):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+    torch.manual_seed(8)  # another draw drops other entries
+    assert not torch.allclose(compiled(graph, x, weight, *pad), out)
