@@ -1,4 +1,4 @@
-"""What the compiled kernels share: numba's options (the ``*_kernel`` modules of scoring/, ``graph.build_kernel``,
+"""What the compiled kernels share: numba's options and the default sizes they specialise for (the ``*_kernel`` modules of scoring/, ``graph.build_kernel``,
 ``nn.attention_kernel``, ``nn.gcn_kernel``) and when a compiled inference path may stand in for
 a module's tensor path (:func:`compiled_inference_applies`)."""
 
@@ -9,6 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+# DNNTSP's default sizes: a 32-wide embedding, attention in 4 heads of 8. The kernels compile a
+# copy of their work with these as constants, where the compiler unrolls the loops over heads
+# and features; any other size runs the general copy, with the same results. numba's cache
+# does not see a change here: clear the kernels' __pycache__ after changing them.
+DEFAULT_WIDTH, DEFAULT_HEADS, DEFAULT_D_HEAD = 32, 4, 8
 
 
 def can_cache(module_file: str) -> bool:

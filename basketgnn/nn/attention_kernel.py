@@ -42,16 +42,11 @@ import numba
 import numpy as np
 import torch
 
-from basketgnn.jit import jit_options
+from basketgnn.jit import DEFAULT_D_HEAD, DEFAULT_HEADS, jit_options
 
 # NumPy's division semantics (no zero check before each division, a large share of the loop's
 # time): every divisor is a softmax's sum (≥ 1, its largest term is exp(0)) or the number of heads.
 _JIT = {**jit_options(__file__), "error_model": "numpy"}
-
-# DNNTSP's default attention shape (a 32-wide embedding in 4 heads of 8). The kernels compile a
-# copy of their work with these as constants, where the compiler unrolls the per-head and
-# per-dimension loops; any other shape runs the general copy, with the same results.
-DEFAULT_HEADS, DEFAULT_D_HEAD = 4, 8
 
 
 @numba.njit(**_JIT, inline="always")

@@ -26,12 +26,12 @@ and with g = dLoss/dz_h (g / heads when averaged), the backward:
     dv_y += dvw[y] w_agg_h;   dw_agg_h += sum_y dvw[y] v_y  (both / heads when averaged)
 
 Dropout's mask is drawn by torch (:func:`draw_mask`) on the tensor path's layout and in its
-order, bucket by bucket: for the same seed both paths drop the same weights, so training runs
-agree up to float rounding. Sums run in float64. Where the absent row queries (no purchase at
-t) the weights need no softmax: with E_y = exp(s[0, y] - top) fixed between purchases, they are
-n_t E_0 / (n_t E_0 + sum_{y>0} E_y) and E_y / (...). The kernels keep the heads innermost
-([t, y, h] layouts, the mask drawn as [T, D, H] per node), so the per-head work at each t runs
-as independent chains.
+order, bucket by bucket, and read in that layout ([H, D_b, T] per node): for the same seed both
+paths drop the same weights, so training runs agree up to float rounding. Sums run in float64.
+Where the absent row queries (no purchase at t) the weights need no softmax: with
+E_y = exp(s[0, y] - top) fixed between purchases, they are n_t E_0 / (n_t E_0 + sum_{y>0} E_y)
+and E_y / (...). The kernels keep the heads innermost in their own arrays ([t, y, h] layouts),
+so the per-head work at each t runs as independent chains.
 
 Shapes: R rows, M nodes, P_b present rows in the batch, H heads, T the batch's longest history.
 """
@@ -45,8 +45,8 @@ import numba
 import numpy as np
 import torch
 
-from basketgnn.jit import jit_options
-from basketgnn.nn.attention_kernel import DEFAULT_D_HEAD, DEFAULT_HEADS, _node_output
+from basketgnn.jit import DEFAULT_D_HEAD, DEFAULT_HEADS, jit_options
+from basketgnn.nn.attention_kernel import _node_output
 
 # Every divisor is a softmax's sum (≥ 1: its largest term is exp(0)) or the number of heads.
 _JIT = {**jit_options(__file__), "error_model": "numpy"}
@@ -149,7 +149,7 @@ def _weights_at(s, t, c, seen, n_absent, segment, P, heads, log_n, A, E, Sp, inv
 
 
 @numba.njit(**_JIT, inline="always")
-def _node_forward(s, vw, times, L, heads, log_n, mask, moff, Db, has_w, A, at, E, Sp, Ad, cs, tot):  # pragma: no cover - jit
+def _node_forward(s, vw, times, L, heads, log_n, mask, moff, Db, T, has_w, A, at, E, Sp, Ad, cs, tot):  # pragma: no cover - jit
     """One pass over t < L: the attention weights ``A[t, y, h]`` (0 where a key is not
     visible), the readout weights ``at[t]`` and each key's ``cs[y, h]`` (module docstring)."""
     P = A.shape[1] - 1
@@ -166,9 +166,9 @@ def _node_forward(s, vw, times, L, heads, log_n, mask, moff, Db, has_w, A, at, E
         tot[:] = 0.0
         for y in range(seen + 1):
             if moff >= 0:
-                base = moff + (t * Db + y) * heads
+                base = moff + y * T + t  # the node's mask block is [H, D_b, T]
                 for h in range(heads):
-                    Ad[y, h] = A[t, y, h] * mask[base + h]
+                    Ad[y, h] = A[t, y, h] * mask[base + h * Db * T]
             else:
                 for h in range(heads):
                     Ad[y, h] = A[t, y, h]
@@ -202,26 +202,26 @@ def _node_plan(absent_row, offsets, node_rows, mask, mask_off, m, rows):  # prag
 
 @numba.njit(**_JIT)
 def forward_kernel(qkv, absent_row, offsets, node_rows, node_times, lengths, w_agg, heads, d_head, mean_heads,
-                   mask, mask_off, mask_d, a_off, saved, saved_at, out):  # fmt: skip  # pragma: no cover - jit
+                   mask, mask_off, mask_d, mask_t, a_off, saved, saved_at, out):  # fmt: skip  # pragma: no cover - jit
     """Each node's aggregated attention output into ``out`` (module docstring).
 
     Shapes: qkv [R, 3 H d_head]; absent_row, lengths, mask_off, mask_d [M]; offsets [M + 1] into
     node_rows, node_times [P_b]; w_agg [d] or empty ("last" readout); mask flat (empty: no
-    dropout; node m's [T, mask_d[m], H] block at mask_off[m]); out [M, d], overwritten;
+    dropout; node m's [H, mask_d[m], mask_t] block at mask_off[m]); out [M, d], overwritten;
     for the backward: saved [a_off[M]] each node's weights A [L, D, H] from a_off[m], saved_at
     [sum L] its readout weights a_t, node after node.
     """
     if heads == DEFAULT_HEADS and d_head == DEFAULT_D_HEAD:  # constants: the per-head loops unroll
         _forward(qkv, absent_row, offsets, node_rows, node_times, lengths, w_agg, DEFAULT_HEADS, DEFAULT_D_HEAD,
-                 mean_heads, mask, mask_off, mask_d, a_off, saved, saved_at, out)  # fmt: skip
+                 mean_heads, mask, mask_off, mask_d, mask_t, a_off, saved, saved_at, out)  # fmt: skip
     else:
         _forward(qkv, absent_row, offsets, node_rows, node_times, lengths, w_agg, heads, d_head, mean_heads,
-                 mask, mask_off, mask_d, a_off, saved, saved_at, out)  # fmt: skip
+                 mask, mask_off, mask_d, mask_t, a_off, saved, saved_at, out)  # fmt: skip
 
 
 @numba.njit(**_JIT, inline="always")
 def _forward(qkv, absent_row, offsets, node_rows, node_times, lengths, w_agg, heads, d_head, mean_heads,
-             mask, mask_off, mask_d, a_off, saved, saved_at, out):  # fmt: skip  # pragma: no cover - jit
+             mask, mask_off, mask_d, mask_t, a_off, saved, saved_at, out):  # fmt: skip  # pragma: no cover - jit
     """:func:`forward_kernel`'s work; inlined, so that constant ``heads`` and ``d_head`` reach
     every loop."""
     has_w = w_agg.shape[0] > 0
@@ -242,14 +242,14 @@ def _forward(qkv, absent_row, offsets, node_rows, node_times, lengths, w_agg, he
         _scores(qkv, rows, D, heads, d_head, scale, s)
         _value_weights(qkv, rows, D, w_agg, has_w, heads, d_head, mean_heads, vw)
         A = saved[a_off[m] : a_off[m + 1]].reshape((L, D, heads))
-        _node_forward(s, vw, node_times[o : o + D - 1], L, heads, log_n, mask, moff, mask_d[m], has_w,
+        _node_forward(s, vw, node_times[o : o + D - 1], L, heads, log_n, mask, moff, mask_d[m], mask_t, has_w,
                       A, saved_at[t0 : t0 + L], E, Sp, Ad, cs, tot)  # fmt: skip
         t0 += L
         _node_output(qkv, rows, D, cs.T, heads, d_head, mean_heads, out[m])  # cs is [D, heads]
 
 
 @numba.njit(**_JIT, inline="always")
-def _node_backward(A, at, times, L, heads, gv, vw, has_w, mask, moff, Db, mk, dA, ds, dvw, cs, tot):  # pragma: no cover - jit
+def _node_backward(A, at, times, L, heads, gv, vw, has_w, mask, moff, Db, T, mk, dA, ds, dvw, cs, tot):  # pragma: no cover - jit
     """One pass over t < L: into ``ds[c, y, h]`` the loss's gradient with respect to the
     scores, ``dvw[y, h]`` with respect to the readout weights and ``cs[y, h]`` the forward's
     key sums, from ``gv[y, h] = v_y . g_h`` (module docstring)."""
@@ -267,9 +267,9 @@ def _node_backward(A, at, times, L, heads, gv, vw, has_w, mask, moff, Db, mk, dA
         tot[:] = 0.0
         for y in range(seen + 1):
             if moff >= 0:
-                base = moff + (t * Db + y) * heads
+                base = moff + y * T + t
                 for h in range(heads):
-                    mk[y, h] = mask[base + h]
+                    mk[y, h] = mask[base + h * Db * T]
             else:
                 mk[y, :] = 1.0
             for h in range(heads):
@@ -291,21 +291,21 @@ def _node_backward(A, at, times, L, heads, gv, vw, has_w, mask, moff, Db, mk, dA
 
 @numba.njit(**_JIT)
 def backward_kernel(qkv, absent_row, offsets, node_rows, node_times, lengths, w_agg, heads, d_head, mean_heads,
-                    mask, mask_off, mask_d, a_off, saved, saved_at, grad_out, grad_qkv, grad_w):  # fmt: skip  # pragma: no cover - jit
+                    mask, mask_off, mask_d, mask_t, a_off, saved, saved_at, grad_out, grad_qkv, grad_w):  # fmt: skip  # pragma: no cover - jit
     """The gradients of :func:`forward_kernel`'s output, ``grad_out`` [M, d], with respect to
     qkv (added into ``grad_qkv`` [R, 3 H d_head], float64) and w_agg (into ``grad_w`` [d],
     float64), from what the forward saved. Other shapes as :func:`forward_kernel`'s."""
     if heads == DEFAULT_HEADS and d_head == DEFAULT_D_HEAD:  # constants: the per-head loops unroll
         _backward(qkv, absent_row, offsets, node_rows, node_times, lengths, w_agg, DEFAULT_HEADS, DEFAULT_D_HEAD,
-                  mean_heads, mask, mask_off, mask_d, a_off, saved, saved_at, grad_out, grad_qkv, grad_w)  # fmt: skip
+                  mean_heads, mask, mask_off, mask_d, mask_t, a_off, saved, saved_at, grad_out, grad_qkv, grad_w)  # fmt: skip
     else:
         _backward(qkv, absent_row, offsets, node_rows, node_times, lengths, w_agg, heads, d_head, mean_heads,
-                  mask, mask_off, mask_d, a_off, saved, saved_at, grad_out, grad_qkv, grad_w)  # fmt: skip
+                  mask, mask_off, mask_d, mask_t, a_off, saved, saved_at, grad_out, grad_qkv, grad_w)  # fmt: skip
 
 
 @numba.njit(**_JIT, inline="always")
 def _backward(qkv, absent_row, offsets, node_rows, node_times, lengths, w_agg, heads, d_head, mean_heads,
-              mask, mask_off, mask_d, a_off, saved, saved_at, grad_out, grad_qkv, grad_w):  # fmt: skip  # pragma: no cover - jit
+              mask, mask_off, mask_d, mask_t, a_off, saved, saved_at, grad_out, grad_qkv, grad_w):  # fmt: skip  # pragma: no cover - jit
     """:func:`backward_kernel`'s work (inlined as :func:`_forward`)."""
     has_w = w_agg.shape[0] > 0
     scale = d_head**-0.5
@@ -334,7 +334,7 @@ def _backward(qkv, absent_row, offsets, node_rows, node_times, lengths, w_agg, h
                 gv[y, h] = acc
         A = saved[a_off[m] : a_off[m + 1]].reshape((L, D, heads))
         _node_backward(A, saved_at[t0 : t0 + L], node_times[o : o + D - 1], L, heads, gv, vw, has_w, mask, moff,
-                       mask_d[m], mk, dA, ds, dvw, cs, tot)  # fmt: skip
+                       mask_d[m], mask_t, mk, dA, ds, dvw, cs, tot)  # fmt: skip
         t0 += L
         for h in range(heads):
             q0, k0, v0 = h * d_head, HD + h * d_head, 2 * HD + h * d_head
@@ -356,30 +356,32 @@ def _backward(qkv, absent_row, offsets, node_rows, node_times, lengths, w_agg, h
                             grad_qkv[ry, k0 + i] += d * qkv[rc, q0 + i]
 
 
-def draw_mask(node_count: np.ndarray, heads: int, T: int, p: float, dtype: torch.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def draw_mask(node_count: np.ndarray, heads: int, T: int, p: float, dtype: torch.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Dropout's scaled mask (0 or 1 / (1 - p)) for every node's attention weights, drawn as
-    ``F.dropout`` draws it on the tensor path: one [M_b, H, D_b, T] tensor per bucket, buckets
+    ``F.dropout`` draws it on the tensor path: one [M_b, H, D_b, T] block per bucket, buckets
     in the order of ``graph.cooccurrence``'s plan (nodes grouped by ceil(log2 P), D_b the
-    group's largest P + 1, nodes in index order), so the same seed drops the same weights.
+    group's largest P + 1, nodes in index order), so the same seed drops the same weights. The
+    kernels read the blocks in that layout (no copy).
 
-    Shapes: node_count [M] (P of each node) -> mask [sum_b M_b T D_b H], mask_off [M] (where
-    node m's [T, D_b, H] block starts), mask_d [M] (its D_b).
+    Shapes: node_count [M] (P of each node) -> mask [sum_b M_b H D_b T], mask_off [M] (where
+    node m's [H, D_b, T] block starts), mask_d [M] (its D_b), and T.
     """
     M = len(node_count)
     group = np.ceil(np.log2(np.maximum(node_count, 1))).astype(np.int64)  # [M]
     mask_off = np.zeros(M, np.int64)
     mask_d = np.zeros(M, np.int64)
-    parts, base = [], 0
+    blocks, base = [], 0
     for b in np.unique(group):
         nodes = np.flatnonzero(group == b)  # [M_b]
         D = int(node_count[nodes].max()) + 1
-        noise = torch.empty(len(nodes), heads, D, T, dtype=dtype).bernoulli_(1 - p).div_(1 - p)
-        parts.append(noise.permute(0, 3, 2, 1).reshape(-1).numpy())  # [M_b, T, D_b, H]: heads innermost
+        blocks.append((base, len(nodes), D))
         mask_off[nodes] = base + np.arange(len(nodes)) * heads * D * T
         mask_d[nodes] = D
         base += len(nodes) * heads * D * T
-    mask = np.concatenate(parts) if parts else np.zeros(0, torch.empty(0, dtype=dtype).numpy().dtype)
-    return mask, mask_off, mask_d
+    noise = torch.empty(base, dtype=dtype)
+    for start, n, D in blocks:  # each bucket's draw in order, as the tensor path draws it
+        noise[start : start + n * heads * D * T].view(n, heads, D, T).bernoulli_(1 - p)
+    return noise.div_(1 - p).numpy(), mask_off, mask_d, T
 
 
 class _AttentionReadout(torch.autograd.Function):
@@ -444,6 +446,6 @@ def aggregated(
         mask = draw_mask(count, heads, max_len, dropout, qkv.dtype)
     else:
         empty = np.zeros(0, np.int64)
-        mask = (np.zeros(0, qkv.detach().numpy().dtype), empty, empty)
+        mask = (np.zeros(0, qkv.detach().numpy().dtype), empty, empty, 0)
     w = w_agg if w_agg is not None else qkv.new_zeros(0)
     return _AttentionReadout.apply(qkv, w, plan, mask, heads, d_head, mean_heads)

@@ -17,7 +17,7 @@ import numba
 import numpy as np
 import torch
 
-from basketgnn.jit import jit_options
+from basketgnn.jit import DEFAULT_WIDTH, jit_options
 
 _JIT = jit_options(__file__)
 
@@ -25,7 +25,15 @@ _JIT = jit_options(__file__)
 @numba.njit(**_JIT)
 def factored_sum(x, pair_row, pair_slot, num_slots, row_self, row_scale):  # pragma: no cover - jit
     """Shapes: x [R, C]; pair_row, pair_slot [F]; row_self, row_scale [R] (x's dtype) -> [R, C]."""
-    R, C = x.shape
+    if x.shape[1] == DEFAULT_WIDTH:  # a constant: the loops over the features unroll
+        return _factored_sum(x, pair_row, pair_slot, num_slots, row_self, row_scale, DEFAULT_WIDTH)
+    return _factored_sum(x, pair_row, pair_slot, num_slots, row_self, row_scale, x.shape[1])
+
+
+@numba.njit(**_JIT, inline="always")
+def _factored_sum(x, pair_row, pair_slot, num_slots, row_self, row_scale, C):  # pragma: no cover - jit
+    """:func:`factored_sum` with C = x.shape[1] as an argument (inlined, so a constant C reaches the loops)."""
+    R = x.shape[0]
     slots = np.zeros((num_slots, C), x.dtype)
     for q in range(len(pair_row)):
         s, r = pair_slot[q], pair_row[q]

@@ -23,10 +23,11 @@ from tests.nn.test_weighted_gcn import (
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-def test_values_and_gradients_equal_dense_and_tensor_path():
+@pytest.mark.parametrize("width", [5, 32])  # 32: the default width, compiled with constant loops
+def test_values_and_gradients_equal_dense_and_tensor_path(width):
     torch.manual_seed(0)
-    x = torch.randn(4, 5, dtype=torch.float64, requires_grad=True)
-    g = torch.randn(4, 5, dtype=torch.float64)
+    x = torch.randn(4, width, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(4, width, dtype=torch.float64)
     out = weighted_sum(_factored(), x)
     assert out.grad_fn is not None and "WeightedSum" in type(out.grad_fn).__name__
     ref = weighted_sum(_factored(), x, compiled=False)

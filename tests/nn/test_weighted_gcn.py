@@ -32,9 +32,10 @@ def _dense_factored() -> torch.Tensor:
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_factored_sum_is_the_dense_product(dtype):
+@pytest.mark.parametrize("width", [5, 32])  # 32: the default width, compiled with constant loops
+def test_factored_sum_is_the_dense_product(dtype, width):
     torch.manual_seed(0)
-    x = torch.randn(4, 5, dtype=dtype)
+    x = torch.randn(4, width, dtype=dtype)
     dense = (_dense_factored() @ x.double()).to(dtype)
     tensor_path = weighted_sum(_factored(), x, compiled=False)
     torch.testing.assert_close(tensor_path, dense)
