@@ -40,6 +40,7 @@ def load_old(path: str, name: str):
     """The old copy at ``path`` as its own module (its numba cache apart from the new one's)."""
     spec = importlib.util.spec_from_file_location(f"old_{name}", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # numba's cache finds the module by name when it loads
     spec.loader.exec_module(module)
     return module
 
