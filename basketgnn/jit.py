@@ -1,6 +1,6 @@
-"""What the compiled kernels share: numba's options and the default sizes they specialise for (the ``*_kernel`` modules of scoring/, ``graph.build_kernel``,
-``nn.attention_kernel``, ``nn.gcn_kernel``) and when a compiled inference path may stand in for
-a module's tensor path (:func:`compiled_inference_applies`)."""
+"""What the compiled kernels share (the ``*_kernel`` modules of scoring/, ``graph.build_kernel``
+and nn/): numba's options, the default sizes they specialise for, and when a compiled inference
+path may stand in for a module's tensor path (:func:`compiled_inference_applies`)."""
 
 from __future__ import annotations
 

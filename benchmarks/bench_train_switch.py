@@ -41,7 +41,7 @@ def main() -> None:
     data = read_dnntsp_json(shared_dataset(args.data))
     split = make_split(data)
     times: dict[str, list[float]] = {"compiled": [], "tensor": []}
-    losses: dict[str, set] = {"compiled": set(), "tensor": set()}
+    losses: dict[str, set[tuple[float, ...]]] = {"compiled": set(), "tensor": set()}
     try:
         for r in range(args.rounds):
             for label in ("compiled", "tensor") if r % 2 == 0 else ("tensor", "compiled"):

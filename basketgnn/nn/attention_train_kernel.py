@@ -166,7 +166,9 @@ def _node_forward(s, vw, times, L, heads, log_n, mask, moff, Db, T, has_w, A, at
         tot[:] = 0.0
         for y in range(seen + 1):
             if moff >= 0:
-                base = moff + y * T + t  # the node's mask block is [H, D_b, T]
+                # the node's mask block is [H, D_b, T]: (h, y, t) at h D_b T + y T + t, e.g.
+                # h = 1, y = 2, t = 3 with D_b = 4, T = 5 at 1 * 20 + 2 * 5 + 3 = 33
+                base = moff + y * T + t
                 for h in range(heads):
                     Ad[y, h] = A[t, y, h] * mask[base + h * Db * T]
             else:
@@ -394,7 +396,7 @@ class _AttentionReadout(torch.autograd.Function):
         w = w_agg.detach().to(qkv.dtype).contiguous().numpy()
         out = np.empty((len(plan[0]), d_head if mean_heads else heads * d_head), x.dtype)
         offsets, lengths = plan[1], plan[4]
-        a_off = np.zeros(len(lengths) + 1, np.int64)  # each node's saved weights [L, H, D]
+        a_off = np.zeros(len(lengths) + 1, np.int64)  # each node's saved weights [L, D, H]
         np.cumsum(lengths * heads * (np.diff(offsets) + 1), out=a_off[1:])
         saved, saved_at = np.empty(a_off[-1]), np.empty(lengths.sum())
         forward_kernel(x, *plan, w, heads, d_head, mean_heads, *mask, a_off, saved, saved_at, out)

@@ -27,6 +27,7 @@ from typing import Any
 import numba
 import numpy as np
 import torch
+from torch.autograd.function import once_differentiable
 
 from basketgnn.jit import jit_options
 
@@ -38,7 +39,7 @@ def forward_kernel(x, w, gamma, beta, eps, relu, noise, p, out, xhat, keep):  # 
     """Normalised rows into ``xhat`` and ``out`` = dropout(relu(xhat * gamma + beta)) (each
     step optional); returns the batch's mean and biased variance [C] (float64), for the running
     statistics. With ReLU or dropout, ``keep`` gets d out / d(xhat * gamma + beta): 0 where
-    ReLU cuts or dropout drops, else noise / (1 - p).
+    ReLU cuts or dropout drops, else 1 / (1 - p) with dropout (p < 1) and 1 without.
 
     Shapes: x, out, xhat [R, C]; w [R] (x's dtype); gamma, beta [C] or empty (no affine map);
     noise [R, C] of 0 and 1 (torch's draw) or empty (no dropout); keep [R, C] or empty.
@@ -133,6 +134,7 @@ class _WeightedBatchNorm(torch.autograd.Function):
         return torch.from_numpy(out), mean_t, var_t
 
     @staticmethod
+    @once_differentiable
     def backward(ctx: Any, grad: torch.Tensor, *_: Any) -> tuple[torch.Tensor | None, ...]:
         xhat, wn, gn, var, eps, keep = ctx.saved
         dx = np.empty_like(xhat)
@@ -171,6 +173,8 @@ def weighted_batch_norm(
 
     Shapes: x [R, C]; w [R]; gamma, beta [C] or None -> ([R, C], [C], [C]).
     """
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {dropout}")
     empty = x.new_zeros(0)
     noise = torch.empty_like(x).bernoulli_(1 - dropout) if dropout > 0 else x.new_zeros(0, 0)
     return _WeightedBatchNorm.apply(x, w, gamma if gamma is not None else empty, beta if beta is not None else empty,

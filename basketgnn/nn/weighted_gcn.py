@@ -92,7 +92,10 @@ class MultiplicityBatchNorm1d(nn.BatchNorm1d):
 
     def forward_compiled(self, x: torch.Tensor, weight: torch.Tensor, relu: bool = False, dropout: float = 0.0) -> torch.Tensor:
         """Training on the CPU through :mod:`basketgnn.nn.batch_norm_kernel`, with ReLU and
-        dropout (probability ``dropout``) after it where asked, in the same passes."""
+        dropout (probability ``dropout`` < 1) after it where asked, in the same passes.
+
+        Shapes: x [rows, C], weight [rows] -> [rows, C].
+        """
         w = weight.to(x.dtype)  # [rows]
         affine = (self.weight, self.bias) if self.affine else (None, None)
         out, mean, var = batch_norm_kernel.weighted_batch_norm(x, w, *affine, self.eps, relu, dropout)
@@ -141,9 +144,12 @@ class WeightedGraphConv(nn.Module):
         return self._activate(self.linear(agg), row_weight)
 
     def _activate(self, z: torch.Tensor, row_weight: torch.Tensor | None) -> torch.Tensor:
-        """dropout(ReLU(BatchNorm(z))); in training on the CPU in one compiled pass."""
-        if self.training and row_weight is not None and self.norm.compiled and batch_norm_kernel.applies(z):
-            return self.norm.forward_compiled(z, row_weight, relu=True, dropout=self.dropout.p)
+        """dropout(ReLU(BatchNorm(z))); with BatchNorm in training on the CPU, in one compiled
+        pass. Shapes: z [rows, out_dim], row_weight [rows] -> [rows, out_dim]."""
+        p = self.dropout.p if self.dropout.training else 0.0
+        if (self.norm.training and row_weight is not None and p < 1 and self.norm.compiled
+                and batch_norm_kernel.applies(z)):  # fmt: skip
+            return self.norm.forward_compiled(z, row_weight, relu=True, dropout=p)
         return self.dropout(torch.relu(self.norm(z, row_weight)))
 
     def forward_padded(

@@ -10,7 +10,13 @@ import torch
 from torch import nn
 
 from basketgnn.graph.cooccurrence import FactoredAdjacency
-from basketgnn.nn.weighted_gcn import MultiplicityBatchNorm1d, WeightedGCN, weighted_sum
+from basketgnn.nn import batch_norm_kernel
+from basketgnn.nn.weighted_gcn import (
+    MultiplicityBatchNorm1d,
+    WeightedGCN,
+    WeightedGraphConv,
+    weighted_sum,
+)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -128,6 +134,10 @@ def test_compiled_batch_norm_float32_is_the_tensor_path_up_to_rounding():
     weight = torch.randint(1, 6, (500,))
     g = torch.randn(500, 32)
     compiled, tensor = MultiplicityBatchNorm1d(32).train(), MultiplicityBatchNorm1d(32).train()
+    with torch.no_grad():
+        for bn in (compiled, tensor):
+            bn.weight.copy_(torch.linspace(0.5, 2, 32))
+            bn.bias.copy_(torch.linspace(-1, 1, 32))
     tensor.compiled = False
     got = _batch_norm_and_grads(compiled, x, weight, g)
     want = _batch_norm_and_grads(tensor, x, weight, g)
@@ -149,11 +159,13 @@ def test_gcn_layers_against_dense_composition():
 
 
 @pytest.mark.parametrize("padded", [False, True])
-def test_training_layers_compiled_equal_the_tensor_path_with_dropout(padded):
-    """A two-layer GCN in training with dropout 0.3, float64: the compiled BatchNorm + ReLU +
-    dropout draws the same mask from the same seed as nn.Dropout, so the outputs, the gradients
-    of the input and of every parameter, and the running statistics equal the tensor path's.
-    ``padded``: with the padded rows of the authors' BatchNorm statistics."""
+@pytest.mark.parametrize("dropout", [0.0, 0.3])
+def test_training_layers_compiled_equal_the_tensor_path(padded, dropout):
+    """A two-layer GCN in training, float64: the compiled BatchNorm + ReLU + dropout draws the
+    same mask from the same seed as nn.Dropout, so the outputs, the gradients of the input and
+    of every parameter, and the running statistics equal the tensor path's. ``padded``: with the
+    padded rows of the authors' BatchNorm statistics; dropout 0: BatchNorm and ReLU alone (the
+    paper preset)."""
     torch.manual_seed(5)
     R, C = 30, 8
     graph = FactoredAdjacency(torch.randint(0, R, (50,)), torch.randint(0, 12, (50,)), 12,
@@ -161,8 +173,8 @@ def test_training_layers_compiled_equal_the_tensor_path_with_dropout(padded):
     x = torch.randn(R, C, dtype=torch.float64, requires_grad=True)
     weight = torch.randint(1, 4, (R,))
     pad = (torch.randn(7, C, dtype=torch.float64), torch.randint(1, 5, (7,))) if padded else (None, None)
-    compiled = WeightedGCN(C, num_layers=2, dropout=0.3).double().train()
-    tensor = WeightedGCN(C, num_layers=2, dropout=0.3).double().train()
+    compiled = WeightedGCN(C, num_layers=2, dropout=dropout).double().train()
+    tensor = WeightedGCN(C, num_layers=2, dropout=dropout).double().train()
     tensor.load_state_dict(compiled.state_dict())
     results = []
     for gcn, on in ((compiled, True), (tensor, False)):
@@ -176,11 +188,30 @@ def test_training_layers_compiled_equal_the_tensor_path_with_dropout(padded):
             MultiplicityBatchNorm1d.compiled = True
         results.append((out, grads, [b.clone() for b in gcn.buffers()]))
     (out, grads, bufs), (ref, ref_grads, ref_bufs) = results
-    assert (out == 0).float().mean() > 0.3  # ReLU and dropout both act
+    assert (out == 0).float().mean() > (0.3 if dropout else 0.1)  # ReLU (and dropout) act
     torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-12)
     for a, b in zip(grads, ref_grads):
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)
     for a, b in zip(bufs, ref_bufs):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
     torch.manual_seed(8)  # another draw drops other entries
-    assert not torch.allclose(compiled(graph, x, weight, *pad), out)
+    assert torch.allclose(compiled(graph, x, weight, *pad), out) == (dropout == 0)
+
+
+def test_compiled_pass_only_where_batch_norm_trains_and_dropout_is_below_one():
+    """A layer in training whose BatchNorm is frozen (eval) normalises with the running
+    statistics, as the tensor path does; dropout 1 drops everything, as nn.Dropout does; the
+    kernel itself refuses p = 1."""
+    torch.manual_seed(9)
+    layer = WeightedGraphConv(4, 4, dropout=0.0).double().train()
+    layer.norm.eval()
+    x = torch.randn(4, 4, dtype=torch.float64)
+    out = layer(_factored(), x, torch.ones(4))
+    with torch.no_grad():
+        want = torch.relu(layer.norm(layer.linear(_dense_factored() @ x)))
+    torch.testing.assert_close(out, want)
+    assert int(layer.norm.num_batches_tracked) == 0
+    dropped = WeightedGraphConv(4, 4, dropout=1.0).double().train()
+    assert (dropped(_factored(), x, torch.ones(4)) == 0).all()
+    with pytest.raises(ValueError, match="dropout"):
+        batch_norm_kernel.weighted_batch_norm(x, torch.ones(4, dtype=torch.float64), None, None, 1e-5, True, 1.0)
