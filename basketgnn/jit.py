@@ -10,10 +10,12 @@ from typing import Any
 
 import torch
 
-# DNNTSP's default sizes: a 32-wide embedding, attention in 4 heads of 8. The kernels compile a
-# copy of their work with these as constants, where the compiler unrolls the loops over heads
-# and features; any other size runs the general copy, with the same results. numba's cache
-# does not see a change here: clear the kernels' __pycache__ after changing them.
+# DNNTSP's default sizes: a 32-wide embedding, attention in 4 heads of 8. The training kernels
+# (nn.attention_train_kernel, nn.gcn_kernel) compile a copy of their work with these as
+# constants, where the compiler unrolls the loops over heads and features; any other size runs
+# the general copy, with the same results. The inference attention kernel does not: there the
+# copy took five times as long to compile for a sixth off the kernel. numba's cache does not
+# see a change here: clear the kernels' __pycache__ after changing them.
 DEFAULT_WIDTH, DEFAULT_HEADS, DEFAULT_D_HEAD = 32, 4, 8
 
 

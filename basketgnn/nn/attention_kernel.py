@@ -42,14 +42,14 @@ import numba
 import numpy as np
 import torch
 
-from basketgnn.jit import DEFAULT_D_HEAD, DEFAULT_HEADS, jit_options
+from basketgnn.jit import jit_options
 
 # NumPy's division semantics (no zero check before each division, a large share of the loop's
 # time): every divisor is a softmax's sum (≥ 1, its largest term is exp(0)) or the number of heads.
 _JIT = {**jit_options(__file__), "error_model": "numpy"}
 
 
-@numba.njit(**_JIT, inline="always")
+@numba.njit(**_JIT)
 def _bought_once(
     qkv, r0, r1, p, L, w_agg, has_w, heads, d_head, mean_heads, scale, log_n, s, vw, hw, out
 ):  # pragma: no cover - jit
@@ -137,7 +137,7 @@ def _two_keys(hw, col, n, heads, has_w, inv):  # pragma: no cover - jit
     return at if has_w else 1.0
 
 
-@numba.njit(**_JIT, inline="always")
+@numba.njit(**_JIT)
 def _once_closed(
     qkv, r0, r1, p, L, w_agg, has_w, heads, d_head, mean_heads, scale, hw, inv, out
 ):  # pragma: no cover - jit
@@ -231,21 +231,6 @@ def attention_readout(
     (:func:`_key_sums`), where ``once_path`` sends nodes bought once through
     :func:`_bought_once` (the same bits as the general loop; False: the general loop).
     """
-    if heads == DEFAULT_HEADS and d_head == DEFAULT_D_HEAD:  # constants: the per-head loops unroll
-        _readout(qkv, absent_row, node_offsets, node_rows, node_times, lengths, w_agg, DEFAULT_HEADS,
-                 DEFAULT_D_HEAD, mean_heads, out, once_path, closed_form)  # fmt: skip
-    else:
-        _readout(qkv, absent_row, node_offsets, node_rows, node_times, lengths, w_agg, heads, d_head,
-                 mean_heads, out, once_path, closed_form)  # fmt: skip
-
-
-@numba.njit(**_JIT, inline="always")
-def _readout(
-    qkv, absent_row, node_offsets, node_rows, node_times, lengths, w_agg, heads, d_head, mean_heads, out,
-    once_path, closed_form,
-):  # pragma: no cover - jit
-    """:func:`attention_readout`'s work; inlined, so that constant ``heads`` and ``d_head``
-    reach every loop."""
     M = absent_row.shape[0]
     has_w = w_agg.shape[0] > 0
     scale = d_head**-0.5

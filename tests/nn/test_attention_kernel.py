@@ -56,8 +56,7 @@ def _dense(att: MaskedTemporalSelfAttention, rows: torch.Tensor, batch: GraphBat
     return last_timestamp(out, batch.node_len) if w_agg is None else aggregate_nodes_temporal_feature(out, batch.node_len, w_agg)
 
 
-# 4 heads of 8 (concat 32, mean 8): DNNTSP's default head shape, which the kernel compiles with
-# constant sizes.
+# 4 heads of 8 (concat 32, mean 8): DNNTSP's default head shape.
 @pytest.mark.parametrize(
     "merge,heads,dim",
     [("concat", 1, DIM), ("concat", 3, DIM), ("concat", 4, DIM), ("mean", 2, DIM), ("concat", 4, 32), ("mean", 4, 8)],
