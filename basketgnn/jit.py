@@ -14,8 +14,8 @@ import torch
 # (nn.attention_train_kernel, nn.gcn_kernel) compile a copy of their work with these as
 # constants, where the compiler unrolls the loops over heads and features; any other size runs
 # the general copy, with the same results. The inference attention kernel does not: there the
-# copy took five times as long to compile for a sixth off the kernel. numba's cache does not
-# see a change here: clear the kernels' __pycache__ after changing them.
+# copy costs far more compile time on first use than it saves. numba's cache does not see a
+# change here: clear the kernels' __pycache__ after changing them.
 DEFAULT_WIDTH, DEFAULT_HEADS, DEFAULT_D_HEAD = 32, 4, 8
 
 
@@ -36,6 +36,12 @@ def jit_options(module_file: str) -> dict[str, Any]:
     return {"cache": can_cache(module_file), "nogil": True}
 
 
+def compiled_training_applies(x: torch.Tensor) -> bool:
+    """Whether a compiled training kernel (NumPy in and out behind a ``torch.autograd.Function``)
+    may stand in for a module's tensor path: ``x`` a CPU float32/64 tensor."""
+    return x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64)
+
+
 def compiled_inference_applies(
     x: torch.Tensor, *params: torch.Tensor | None, training: bool = False, dropout: float = 0.0
 ) -> bool:
@@ -43,9 +49,4 @@ def compiled_inference_applies(
     a module's tensor path: ``x`` a CPU float32/64 tensor, no gradient to track through ``x``
     or any of ``params`` (the module's weights used on the way), no dropout acting."""
     needs_grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, *params))
-    return (
-        x.device.type == "cpu"
-        and x.dtype in (torch.float32, torch.float64)
-        and not needs_grad
-        and not (training and dropout > 0)
-    )
+    return compiled_training_applies(x) and not needs_grad and not (training and dropout > 0)

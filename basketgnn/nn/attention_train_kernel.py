@@ -418,11 +418,6 @@ class _AttentionReadout(torch.autograd.Function):
         return gq, gw, None, None, None, None, None
 
 
-def applies(x: torch.Tensor) -> bool:
-    """Whether :func:`aggregated` may stand in for the tensor path: a CPU float32/64 tensor."""
-    return x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64)
-
-
 def aggregated(
     qkv: torch.Tensor,
     absent_row: torch.Tensor,

@@ -150,12 +150,6 @@ class _WeightedBatchNorm(torch.autograd.Function):
         )  # fmt: skip
 
 
-def applies(x: torch.Tensor) -> bool:
-    """Whether :func:`weighted_batch_norm` may stand in for the tensor path: a CPU float32/64
-    tensor."""
-    return x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64)
-
-
 def weighted_batch_norm(
     x: torch.Tensor,
     w: torch.Tensor,

@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from basketgnn.jit import compiled_inference_applies
+from basketgnn.jit import compiled_inference_applies, compiled_training_applies
 from basketgnn.nn import attention_kernel, attention_train_kernel
 
 
@@ -278,7 +278,7 @@ class MaskedTemporalSelfAttention(nn.Module):
                 self.qkv(rows), plan.absent_row, plan.node_count, plan.node_rows, plan.node_times,
                 plan.node_len, w_agg, self.heads, self.d_head, self.merge == "mean",
             )  # fmt: skip
-        if self.compiled and attention_train_kernel.applies(rows):
+        if self.compiled and compiled_training_applies(rows):
             return attention_train_kernel.aggregated(
                 self.qkv(rows), plan.absent_row, plan.node_count, plan.node_rows, plan.node_times,
                 plan.node_len, plan.max_len, w_agg, self.heads, self.d_head, self.merge == "mean",

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from basketgnn.graph.cooccurrence import FactoredAdjacency, dgl_module
-from basketgnn.jit import compiled_inference_applies
+from basketgnn.jit import compiled_inference_applies, compiled_training_applies
 from basketgnn.nn import batch_norm_kernel, gcn_kernel
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ def weighted_sum(graph: dgl.DGLGraph | FactoredAdjacency, x: torch.Tensor, compi
         a = graph
         if compiled and compiled_inference_applies(x):  # no weights here: only x's gradient
             return gcn_kernel.weighted_sum(x, a.pair_row, a.pair_slot, a.num_slots, a.row_self, a.row_scale)
-        if compiled and x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64):
+        if compiled and compiled_training_applies(x):
             return gcn_kernel.weighted_sum_trainable(x, a.pair_row, a.pair_slot, a.num_slots, a.row_self, a.row_scale)
         # [slots, C]: the sum over each slot's rows, then back to the rows of each slot.
         slots = x.new_zeros(a.num_slots, x.shape[1]).index_add(0, a.pair_slot, x.index_select(0, a.pair_row))
@@ -78,7 +78,7 @@ class MultiplicityBatchNorm1d(nn.BatchNorm1d):
     def forward(self, x: torch.Tensor, weight: torch.Tensor | None = None) -> torch.Tensor:  # type: ignore[override]
         if weight is None or not self.training:
             return super().forward(x)
-        if self.compiled and batch_norm_kernel.applies(x):
+        if self.compiled and compiled_training_applies(x):
             return self.forward_compiled(x, weight)
         w = weight.to(x.dtype)  # [rows]
         n = w.sum()
@@ -148,7 +148,7 @@ class WeightedGraphConv(nn.Module):
         pass. Shapes: z [rows, out_dim], row_weight [rows] -> [rows, out_dim]."""
         p = self.dropout.p if self.dropout.training else 0.0
         if (self.norm.training and row_weight is not None and p < 1 and self.norm.compiled
-                and batch_norm_kernel.applies(z)):  # fmt: skip
+                and compiled_training_applies(z)):  # fmt: skip
             return self.norm.forward_compiled(z, row_weight, relu=True, dropout=p)
         return self.dropout(torch.relu(self.norm(z, row_weight)))
 
