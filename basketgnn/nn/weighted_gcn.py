@@ -16,6 +16,14 @@ T_max - T_u times in every layer's statistics; they never reach the node's real 
 attention mask looks back only and the readout reads the real timestamps). ``pad_x`` /
 ``pad_weight`` of :meth:`WeightedGCN.forward` add those rows.
 
+Inference on the CPU (:meth:`WeightedGCN.forward_gathered`) uses that each layer is linear up
+to its ReLU: BatchNorm with its running statistics is a per-feature affine map, folded into the
+linear map's weight and bias, and the linear map commutes with the weighted sum,
+``Lin'(sum_i w(i, j) x_i) = sum_i w(i, j) (W' x_i) + b'``. The first layer's rows are
+``table[index]`` (each item's input vector), so ``W'`` projects the table once, not every row;
+the sum, the bias and the ReLU then run in one compiled pass (``nn.gcn_kernel``). The same
+values up to float rounding (the products are summed in another order).
+
 The weights come either as a DGL graph with edge weights, or factored
 (:class:`~basketgnn.graph.cooccurrence.FactoredAdjacency`):
 ``sum_i w(i, j) x_i = scale_j * ((B^T (B x))_j + self_j * x_j)`` with two sparse sums over the
@@ -152,6 +160,19 @@ class WeightedGraphConv(nn.Module):
             return self.norm.forward_compiled(z, row_weight, relu=True, dropout=p)
         return self.dropout(torch.relu(self.norm(z, row_weight)))
 
+    def folded(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The linear map and BatchNorm (with its running statistics) as one affine map
+        ``z -> z W'^T + b'``, for inference. Shapes: -> (W' [out_dim, in_dim], b' [out_dim])."""
+        norm = self.norm
+        assert norm.running_mean is not None and norm.running_var is not None
+        a = torch.rsqrt(norm.running_var + norm.eps)  # [out_dim]
+        if norm.affine:
+            a = a * norm.weight
+        b = (self.linear.bias - norm.running_mean) * a
+        if norm.affine:
+            b = b + norm.bias
+        return self.linear.weight * a.unsqueeze(1), b
+
     def forward_padded(
         self,
         graph: dgl.DGLGraph | FactoredAdjacency,
@@ -181,6 +202,41 @@ class WeightedGCN(nn.Module):
         self.layers = nn.ModuleList(
             WeightedGraphConv(dim, dim, dropout) for _ in range(num_layers)
         )
+
+    def forward_gathered(
+        self,
+        graph: dgl.DGLGraph | FactoredAdjacency,
+        table: torch.Tensor,
+        index: torch.Tensor,
+    ) -> torch.Tensor:
+        """:meth:`forward` (in eval mode: no row weights) of the rows ``x = table[index]``; on the CPU with the
+        factored graph, each layer's BatchNorm folded into its linear map, applied before the
+        sum (the first layer's to the table), and the sum, bias and ReLU in one compiled pass
+        (module docstring; equal up to float rounding).
+
+        Shapes: table [K, dim]; index [R] int64 -> [R, dim].
+        """
+        if not self._fused_applies(graph, table):
+            return self(graph, table.index_select(0, index))
+        assert isinstance(graph, FactoredAdjacency)
+        a, y, gather = graph, table, index
+        for layer in self.layers:
+            weight, bias = layer.folded()
+            y = gcn_kernel.projected_sum(
+                torch.nn.functional.linear(y, weight), gather, a.pair_row, a.pair_slot, a.num_slots,
+                a.row_self, a.row_scale, bias,
+            )  # fmt: skip
+            gather = None
+        return y
+
+    def _fused_applies(self, graph: dgl.DGLGraph | FactoredAdjacency, x: torch.Tensor) -> bool:
+        if self.training or not isinstance(graph, FactoredAdjacency):
+            return False
+        params = [p for layer in self.layers for p in layer.parameters()]
+        return all(
+            layer.compiled and not layer.norm.training and layer.norm.track_running_stats
+            and layer.norm.running_mean is not None for layer in self.layers
+        ) and compiled_inference_applies(x, *params)  # fmt: skip
 
     def forward(
         self,

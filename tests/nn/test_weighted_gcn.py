@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from basketgnn.graph.cooccurrence import FactoredAdjacency
-from basketgnn.nn import batch_norm_kernel
+from basketgnn.nn import batch_norm_kernel, gcn_kernel
 from basketgnn.nn.weighted_gcn import (
     MultiplicityBatchNorm1d,
     WeightedGCN,
@@ -215,3 +215,79 @@ def test_compiled_pass_only_where_batch_norm_trains_and_dropout_is_below_one():
     assert (dropped(_factored(), x, torch.ones(4)) == 0).all()
     with pytest.raises(ValueError, match="dropout"):
         batch_norm_kernel.weighted_batch_norm(x, torch.ones(4, dtype=torch.float64), None, None, 1e-5, True, 1.0)
+
+
+def _eval_gcn(C: int, dtype: torch.dtype, seed: int) -> WeightedGCN:
+    """A two-layer GCN in eval mode with BatchNorm statistics and affine parameters away from
+    their initial values, so that folding them into the linear map is tested."""
+    torch.manual_seed(seed)
+    gcn = WeightedGCN(C, num_layers=2, dropout=0.3).to(dtype).eval()
+    with torch.no_grad():
+        for layer in gcn.layers:
+            layer.norm.running_mean.normal_()
+            layer.norm.running_var.uniform_(0.2, 3.0)
+            layer.norm.weight.normal_()
+            layer.norm.bias.normal_()
+    return gcn
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("width", [5, 32])  # 32: the default width, compiled with constant loops
+def test_gathered_inference_folds_batch_norm_and_projects_the_table(monkeypatch, dtype, width):
+    """Eval mode: BatchNorm folded into the linear maps, the first layer's applied to the table,
+    sum + bias + ReLU compiled, equal to the dense composition over the gathered rows (and to the
+    module's tensor path) up to float rounding; the compiled pass did run, once a layer."""
+    R, K = 40, 9
+    graph = FactoredAdjacency(torch.randint(0, R, (70,)), torch.randint(0, 15, (70,)), 15,
+                              torch.rand(R) + 0.5, torch.randint(0, 3, (R,)).float())  # fmt: skip
+    gcn = _eval_gcn(width, dtype, 11)
+    table = torch.randn(K, width, dtype=dtype)
+    index = torch.randint(0, K, (R,))  # rows share table entries, as items' rows do
+    B = torch.zeros(15, R, dtype=torch.float64)
+    B.index_put_((graph.pair_slot, graph.pair_row), torch.ones(70, dtype=torch.float64), accumulate=True)
+    W = graph.row_scale.double()[:, None] * (B.T @ B + torch.diag(graph.row_self.double()))
+    dense = table.double()[index]
+    for layer in gcn.layers:
+        n = layer.norm
+        z = (W @ dense) @ layer.linear.weight.double().T + layer.linear.bias.double()
+        z = (z - n.running_mean.double()) / torch.sqrt(n.running_var.double() + n.eps)
+        dense = torch.relu(z * n.weight.double() + n.bias.double())
+    calls = []
+    real = gcn_kernel.projected_sum
+    monkeypatch.setattr(gcn_kernel, "projected_sum", lambda *a: calls.append(a[1]) or real(*a))
+    with torch.no_grad():
+        fused = gcn.forward_gathered(graph, table, index)
+        tensor_path = gcn(graph, table[index])
+    assert len(calls) == 2 and calls[0] is index and calls[1] is None  # the table gathered in layer 1
+    assert (fused == 0).float().mean() > 0.1 and (fused > 0).float().mean() > 0.1  # ReLU acts, not everywhere
+    tol = {"rtol": 1e-4, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 1e-10, "atol": 1e-12}
+    torch.testing.assert_close(fused.double(), dense, **tol)
+    torch.testing.assert_close(fused, tensor_path, **tol)
+
+
+def test_gathered_forward_falls_back_to_the_rows_in_training_and_where_grads_are_needed():
+    """Training (batch statistics, dropout), a parameter that needs a gradient, or a module with
+    compiled off: forward_gathered is forward over table[index], bit for bit."""
+    R, K, C = 30, 7, 6
+    graph = FactoredAdjacency(torch.randint(0, R, (50,)), torch.randint(0, 12, (50,)), 12,
+                              torch.rand(R) + 0.5, torch.randint(0, 3, (R,)).float())  # fmt: skip
+    gcn = _eval_gcn(C, torch.float64, 12)
+    table, index = torch.randn(K, C, dtype=torch.float64), torch.randint(0, K, (R,))
+    out = gcn.forward_gathered(graph, table, index)  # eval, grad enabled: parameters need grads
+    assert out.requires_grad and torch.equal(out, gcn(graph, table[index]))
+    gcn.layers[0].compiled = False
+    with torch.no_grad():
+        assert torch.equal(gcn.forward_gathered(graph, table, index), gcn(graph, table[index]))
+    gcn.train()
+    torch.manual_seed(3)
+    got = gcn.forward_gathered(graph, table, index)
+    torch.manual_seed(3)
+    assert torch.equal(got, gcn(graph, table[index]))
+
+
+def test_gathered_relu_keeps_nan_as_torch_does():
+    graph = FactoredAdjacency(torch.tensor([0, 1]), torch.tensor([0, 0]), 1, torch.ones(2), torch.zeros(2))
+    y = torch.tensor([[float("nan"), -1.0], [1.0, 2.0]])
+    out = gcn_kernel.projected_sum(y, None, graph.pair_row, graph.pair_slot, 1, graph.row_self, graph.row_scale,
+                                   torch.zeros(2))  # fmt: skip
+    assert torch.isnan(out[:, 0]).all() and torch.equal(out[:, 1], torch.tensor([1.0, 1.0]))

@@ -235,13 +235,21 @@ class DNNTSP(nn.Module):
         """GCN output of every distinct row (see graph.cooccurrence). Shapes: -> [R, d]."""
         # index_select on the weight = the embedding lookup, with a cheaper backward on CPU.
         E = self.item_vectors()  # [I, d]
-        x = E.index_select(0, batch.node_item[batch.row_node])  # [R, d]
+        item = batch.node_item[batch.row_node]  # [R]
+        graph = batch.adjacency if batch.adjacency is not None else batch.graph
+        if self.gcn is not None and not self.training:
+            assert graph is not None
+            if self.presence is None:
+                return self.gcn.forward_gathered(graph, E, item)
+            # Each item's input without and with the presence vector: [2I, d].
+            index = item + batch.row_present.to(item.dtype) * self.num_items  # [R]
+            return self.gcn.forward_gathered(graph, torch.cat([E, E + self.presence]), index)
+        x = E.index_select(0, item)  # [R, d]
         if self.presence is not None:
             x = x + batch.row_present.unsqueeze(1).to(x.dtype) * self.presence
         if self.gcn is not None:
-            graph = batch.adjacency if batch.adjacency is not None else batch.graph
             assert graph is not None
-            if self.batchnorm_padding and self.training:
+            if self.batchnorm_padding:
                 # Each node's padded timestamps, T_max - T_u of them: input E[i] (an absent row's).
                 pad = batch.max_len - batch.node_len  # [M]
                 keep = pad > 0
