@@ -32,7 +32,7 @@ entries of B and no co-occurrence edge list (same values; see graph.cooccurrence
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -43,6 +43,13 @@ from basketgnn.nn import batch_norm_kernel, gcn_kernel
 
 if TYPE_CHECKING:
     import dgl
+
+
+def state_key(*tensors: torch.Tensor | None) -> tuple[tuple[int, int], ...]:
+    """Each tensor's identity and in-place version: the same while none of them is replaced or
+    changed in place (an optimizer step, ``load_state_dict``, a BatchNorm update). The tensors
+    must not be inference tensors (parameters and buffers are not); None counts as (0, 0)."""
+    return tuple((0, 0) if t is None else (id(t), t._version) for t in tensors)
 
 
 def weighted_sum(graph: dgl.DGLGraph | FactoredAdjacency, x: torch.Tensor, compiled: bool = True) -> torch.Tensor:
@@ -202,30 +209,41 @@ class WeightedGCN(nn.Module):
         self.layers = nn.ModuleList(
             WeightedGraphConv(dim, dim, dropout) for _ in range(num_layers)
         )
+        # forward_gathered's folded maps and projected table: (key, [K, dim], [(W', b')]).
+        self._fold_cache: tuple[Any, torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]] | None = None
 
     def forward_gathered(
         self,
         graph: dgl.DGLGraph | FactoredAdjacency,
         table: torch.Tensor,
         index: torch.Tensor,
+        table_key: tuple[Any, ...] | None = None,
     ) -> torch.Tensor:
         """:meth:`forward` (in eval mode: no row weights) of the rows ``x = table[index]``; on the CPU with the
         factored graph, each layer's BatchNorm folded into its linear map, applied before the
         sum (the first layer's to the table), and the sum, bias and ReLU in one compiled pass
-        (module docstring; equal up to float rounding).
+        (module docstring; equal up to float rounding). ``table_key``: a key that changes
+        whenever ``table``'s values may (:func:`state_key` of what it is made from); with it, the
+        folded maps and the projected table are kept for the next batches while neither the key
+        nor this module's parameters and buffers change.
 
         Shapes: table [K, dim]; index [R] int64 -> [R, dim].
         """
         if not self._fused_applies(graph, table):
             return self(graph, table.index_select(0, index))
         assert isinstance(graph, FactoredAdjacency)
-        a, y, gather = graph, table, index
-        for layer in self.layers:
-            weight, bias = layer.folded()
-            y = gcn_kernel.projected_sum(
-                torch.nn.functional.linear(y, weight), gather, a.pair_row, a.pair_slot, a.num_slots,
-                a.row_self, a.row_scale, bias,
-            )  # fmt: skip
+        key = None if table_key is None else (table_key, state_key(*self.parameters(), *self.buffers()))
+        cached = self._fold_cache
+        if key is None or cached is None or cached[0] != key:
+            folded = [layer.folded() for layer in self.layers]
+            cached = (key, torch.nn.functional.linear(table, folded[0][0]), folded)
+            if key is not None:
+                self._fold_cache = cached
+        a, y, gather = graph, cached[1], index
+        for i, (weight, bias) in enumerate(cached[2]):
+            if i > 0:
+                y = torch.nn.functional.linear(y, weight)
+            y = gcn_kernel.projected_sum(y, gather, a.pair_row, a.pair_slot, a.num_slots, a.row_self, a.row_scale, bias)
             gather = None
         return y
 

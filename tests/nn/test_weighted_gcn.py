@@ -15,6 +15,7 @@ from basketgnn.nn.weighted_gcn import (
     MultiplicityBatchNorm1d,
     WeightedGCN,
     WeightedGraphConv,
+    state_key,
     weighted_sum,
 )
 
@@ -291,3 +292,40 @@ def test_gathered_relu_keeps_nan_as_torch_does():
     out = gcn_kernel.projected_sum(y, None, graph.pair_row, graph.pair_slot, 1, graph.row_self, graph.row_scale,
                                    torch.zeros(2))  # fmt: skip
     assert torch.isnan(out[:, 0]).all() and torch.equal(out[:, 1], torch.tensor([1.0, 1.0]))
+
+
+def test_gathered_inference_keeps_its_projection_until_a_parameter_or_the_key_changes(monkeypatch):
+    """With a table key, the folded maps and the projected table are computed once and reused
+    while nothing changes; an in-place change of a parameter or buffer, or a new key, recomputes
+    them, and every output equals the one computed without the cache."""
+    R, K, C = 30, 7, 6
+    graph = FactoredAdjacency(torch.randint(0, R, (50,)), torch.randint(0, 12, (50,)), 12,
+                              torch.rand(R) + 0.5, torch.randint(0, 3, (R,)).float())  # fmt: skip
+    gcn = _eval_gcn(C, torch.float64, 13)
+    table, index = torch.randn(K, C, dtype=torch.float64), torch.randint(0, K, (R,))
+    folds = []
+    real = WeightedGraphConv.folded
+    monkeypatch.setattr(WeightedGraphConv, "folded", lambda self: folds.append(1) or real(self))
+
+    def run(key):
+        with torch.inference_mode():
+            return gcn.forward_gathered(graph, table, index, key)
+
+    first = run(("a",))
+    assert torch.equal(run(("a",)), first) and len(folds) == 2  # two layers, folded once
+    with torch.no_grad():
+        gcn.layers[1].norm.running_var.mul_(2.0)  # in place: a new version
+    changed = run(("a",))
+    assert len(folds) == 4 and not torch.equal(changed, first)
+    assert torch.equal(changed, run(None))  # the uncached result
+    table = table * 3  # a new table comes with a new key
+    assert torch.equal(run(("b",)), run(None)) and len(folds) == 10  # keyless runs fold every time
+
+
+def test_state_key_follows_in_place_changes():
+    p = nn.Parameter(torch.ones(3))
+    key = state_key(p, None)
+    assert state_key(p, None) == key
+    with torch.no_grad():
+        p.add_(1.0)
+    assert state_key(p, None) != key

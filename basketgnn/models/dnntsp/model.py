@@ -30,7 +30,7 @@ from basketgnn.models.spec import SparseForward
 from basketgnn.nn.aggregation import TemporalAggregation
 from basketgnn.nn.gated_scorer import GatedScorer, membership_features, repeat_features
 from basketgnn.nn.temporal_attention import MaskedTemporalSelfAttention
-from basketgnn.nn.weighted_gcn import WeightedGCN
+from basketgnn.nn.weighted_gcn import WeightedGCN, state_key
 
 
 class DNNTSPConfig(TrainOptions):
@@ -239,11 +239,14 @@ class DNNTSP(nn.Module):
         graph = batch.adjacency if batch.adjacency is not None else batch.graph
         if self.gcn is not None and not self.training:
             assert graph is not None
+            catalogue = self.catalogue.weight if self.catalogue is not None else None
+            # What E and the table are made of: the GCN keeps its projection while these stay.
+            key = state_key(self.embedding.weight, self.presence, catalogue, self.item_codes)
             if self.presence is None:
-                return self.gcn.forward_gathered(graph, E, item)
+                return self.gcn.forward_gathered(graph, E, item, key)
             # Each item's input without and with the presence vector: [2I, d].
             index = item + batch.row_present.to(item.dtype) * self.num_items  # [R]
-            return self.gcn.forward_gathered(graph, torch.cat([E, E + self.presence]), index)
+            return self.gcn.forward_gathered(graph, torch.cat([E, E + self.presence]), index, key)
         x = E.index_select(0, item)  # [R, d]
         if self.presence is not None:
             x = x + batch.row_present.unsqueeze(1).to(x.dtype) * self.presence
