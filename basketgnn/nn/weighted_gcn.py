@@ -204,6 +204,9 @@ class WeightedGCN(nn.Module):
     Shapes: x [rows, dim], row_weight [rows] -> [rows, dim].
     """
 
+    #: False: :meth:`forward_gathered` always runs the layers as :meth:`forward` (benchmarks).
+    folded_inference: bool = True
+
     def __init__(self, dim: int, num_layers: int = 2, dropout: float = 0.0) -> None:
         super().__init__()
         self.layers = nn.ModuleList(
@@ -248,7 +251,7 @@ class WeightedGCN(nn.Module):
         return y
 
     def _fused_applies(self, graph: dgl.DGLGraph | FactoredAdjacency, x: torch.Tensor) -> bool:
-        if self.training or not isinstance(graph, FactoredAdjacency):
+        if self.training or not self.folded_inference or not isinstance(graph, FactoredAdjacency):
             return False
         params = [p for layer in self.layers for p in layer.parameters()]
         return all(

@@ -52,6 +52,9 @@ class NeuralRecommender:
         extras: stored in every best.pt the training writes (the caller's own records).
     """
 
+    #: False: :meth:`shared_plan` runs its batches shortest history first (benchmarks).
+    longest_first: bool = True
+
     def __init__(
         self,
         spec: ModelSpec,
@@ -211,7 +214,7 @@ class NeuralRecommender:
         # Longest histories first: threads that share the batches then end on short ones and
         # finish together. The batches themselves (and so the scores) are score()'s.
         batches = length_batches(source.lengths, SCORE_BATCH, None, source_sizes(source), self._work())
-        return SharedPlan(batches[::-1], forward, len(instances))
+        return SharedPlan(batches[::-1] if self.longest_first else batches, forward, len(instances))
 
     def params(self) -> dict[str, Any]:
         p: dict[str, Any] = self.config.model_dump()

@@ -266,9 +266,10 @@ def test_gathered_inference_folds_batch_norm_and_projects_the_table(monkeypatch,
     torch.testing.assert_close(fused, tensor_path, **tol)
 
 
-def test_gathered_forward_falls_back_to_the_rows_in_training_and_where_grads_are_needed():
-    """Training (batch statistics, dropout), a parameter that needs a gradient, or a module with
-    compiled off: forward_gathered is forward over table[index], bit for bit."""
+def test_gathered_forward_falls_back_to_the_rows_in_training_and_where_grads_are_needed(monkeypatch):
+    """Training (batch statistics, dropout), a parameter that needs a gradient, a module with
+    compiled off, or folding switched off: forward_gathered is forward over table[index], bit
+    for bit."""
     R, K, C = 30, 7, 6
     graph = FactoredAdjacency(torch.randint(0, R, (50,)), torch.randint(0, 12, (50,)), 12,
                               torch.rand(R) + 0.5, torch.randint(0, 3, (R,)).float())  # fmt: skip
@@ -276,8 +277,12 @@ def test_gathered_forward_falls_back_to_the_rows_in_training_and_where_grads_are
     table, index = torch.randn(K, C, dtype=torch.float64), torch.randint(0, K, (R,))
     out = gcn.forward_gathered(graph, table, index)  # eval, grad enabled: parameters need grads
     assert out.requires_grad and torch.equal(out, gcn(graph, table[index]))
-    gcn.layers[0].compiled = False
     with torch.no_grad():
+        monkeypatch.setattr(WeightedGCN, "folded_inference", False)
+        assert torch.equal(gcn.forward_gathered(graph, table, index), gcn(graph, table[index]))
+        monkeypatch.setattr(WeightedGCN, "folded_inference", True)
+        assert not torch.equal(gcn.forward_gathered(graph, table, index), gcn(graph, table[index]))  # folded
+        gcn.layers[0].compiled = False
         assert torch.equal(gcn.forward_gathered(graph, table, index), gcn(graph, table[index]))
     gcn.train()
     torch.manual_seed(3)

@@ -145,6 +145,27 @@ def test_forward_batches_and_search_parts_shared_by_two_threads(monkeypatch):
     assert sum(n for kind, n in ran if kind == "search") == 120 and len([1 for kind, _ in ran if kind == "search"]) == 24
 
 
+def test_scoring_batches_run_longest_first_and_rank_the_same_in_either_order(monkeypatch):
+    """The forward batches are score()'s, taken longest history first (threads then end on
+    short ones); shortest first takes the same batches in reverse, and both rank alike."""
+    import basketgnn.recommenders.neural as neural_module
+
+    monkeypatch.setattr(neural_module, "SCORE_BATCH", 8)
+    data = planted_data(n_users=120, n_items=40)
+    base = recommender(data, DNNTSPConfig(embed_dim=8, threads=2))
+    everyone = Instances(np.arange(data.n_users), data.n_baskets_per_user.astype(np.int64))
+    lengths = base.spec.batches(data, everyone, base.config, False).lengths
+    plan = base.shared_plan(data, everyone)
+    longest = [int(lengths[b].max()) for b in plan.batches]
+    assert longest == sorted(longest, reverse=True) and longest[0] > longest[-1]
+    want = base.rank(data, everyone, 10)
+    monkeypatch.setattr(NeuralRecommender, "longest_first", False)
+    assert [list(b) for b in base.shared_plan(data, everyone).batches] == [list(b) for b in plan.batches[::-1]]
+    got = base.rank(data, everyone, 10)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+
+
 def test_a_failing_forward_stops_the_search_parts(monkeypatch):
     """The forward's error goes up at once: the helpers finish the part they hold and take no
     more (the calling thread does not run the rest of the search either)."""
