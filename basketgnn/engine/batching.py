@@ -8,6 +8,7 @@ Shapes: n instances of a :class:`~basketgnn.models.spec.BatchSource`, I catalogu
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -15,6 +16,9 @@ from torch import nn
 
 from basketgnn.errors import UserError
 from basketgnn.models.spec import BatchSource
+
+if TYPE_CHECKING:
+    from basketgnn.models.options import TrainOptions
 
 
 def length_batches(
@@ -137,6 +141,13 @@ def source_sizes(source: BatchSource) -> np.ndarray | None:
     that declare one (``sizes`` [n], e.g. DNNTSP's nodes per user); None otherwise."""
     sizes = getattr(source, "sizes", None)
     return None if sizes is None else np.asarray(sizes)
+
+
+def score_work(config: TrainOptions, batch_size: int = 256) -> int:
+    """The work bound of a scoring batch of ``batch_size`` instances: the training batch's
+    ``batch_work`` per instance. Validation and scoring batch alike with it, and long histories
+    come in smaller batches, so no batch holds most of the work (threads share batches evenly)."""
+    return config.batch_work * batch_size // config.batch_size
 
 
 @torch.no_grad()

@@ -26,6 +26,7 @@ from collections.abc import Callable
 import numba
 import numpy as np
 import torch
+from torch.autograd.graph import increment_version
 
 from basketgnn.jit import jit_options
 
@@ -129,4 +130,7 @@ class CompiledAdam(torch.optim.Adam):
                          math.sqrt(1 - beta2**t), group["eps"], group["weight_decay"]], dtype=key[1],
                     )  # fmt: skip
                 _adam_pass(p_np, _flat(p.grad), m_np, v_np, coef, weight < 0.5)
+                # Written through NumPy: count the in-place change as torch's own ops do, so
+                # autograd's checks and caches keyed on versions (weighted_gcn.state_key) see it.
+                increment_version(p)
         return loss

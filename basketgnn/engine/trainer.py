@@ -57,7 +57,7 @@ from torch import nn
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances, prefix_instances
 from basketgnn.engine import distributed
-from basketgnn.engine.batching import BatchPlan, score_source, source_sizes
+from basketgnn.engine.batching import BatchPlan, score_source, score_work, source_sizes
 from basketgnn.engine.callbacks import Best, EarlyStopping, RunFiles
 from basketgnn.engine.compiled_adam import CompiledAdam
 from basketgnn.engine.progress import progress_bar
@@ -209,8 +209,7 @@ class _Run:
         left_out = {part: int(getattr(src, "left_out_baskets", 0))
                     for part, src in (("train", self.train_source), ("validate", val_source))}  # fmt: skip
         self.left_out = {part: n for part, n in left_out.items() if n}
-        # Scoring batches (256 rows, no gradients) get the training batch's work per row.
-        self.score_work = config.batch_work * 256 // config.batch_size
+        self.score_work = score_work(config)
 
     def validate(self, work: int = 0) -> dict[str, float]:
         """Validation metrics, averaged over the ranks when each validates a part."""

@@ -232,7 +232,7 @@ class WeightedGCN(nn.Module):
 
         Shapes: table [K, dim]; index [R] int64 -> [R, dim].
         """
-        if not self._fused_applies(graph, table):
+        if not self._folded_applies(graph, table):
             return self(graph, table.index_select(0, index))
         assert isinstance(graph, FactoredAdjacency)
         key = None if table_key is None else (table_key, state_key(*self.parameters(), *self.buffers()))
@@ -250,7 +250,7 @@ class WeightedGCN(nn.Module):
             gather = None
         return y
 
-    def _fused_applies(self, graph: dgl.DGLGraph | FactoredAdjacency, x: torch.Tensor) -> bool:
+    def _folded_applies(self, graph: dgl.DGLGraph | FactoredAdjacency, x: torch.Tensor) -> bool:
         if self.training or not self.folded_inference or not isinstance(graph, FactoredAdjacency):
             return False
         params = [p for layer in self.layers for p in layer.parameters()]

@@ -26,7 +26,7 @@ from torch import nn
 
 from basketgnn.data.dataset import BasketData, _offsets
 from basketgnn.data.split import Instances
-from basketgnn.engine.batching import length_batches, score_source, source_sizes
+from basketgnn.engine.batching import length_batches, score_source, score_work, source_sizes
 from basketgnn.engine.checkpoint import load_checkpoint
 from basketgnn.engine.trainer import TrainResult, setup_torch, train_model
 from basketgnn.errors import UserError
@@ -124,24 +124,18 @@ class NeuralRecommender:
         return setup_torch(self.config)
 
     def score(self, data: BasketData, instances: Instances) -> np.ndarray:
-        """The module's logits, batched as the engine's validation batches them (:meth:`_work`).
+        """The module's logits, batched as the engine's validation batches them (``score_work``).
         Shapes: -> [len(instances), I] float32."""
         self._check(data)
         device = setup_torch(self.config)
         source = self.spec.batches(data, instances, self.config, False)
         with torch.inference_mode():
-            return score_source(self.model, source, data.n_items, device, SCORE_BATCH, self._work())
+            return score_source(self.model, source, data.n_items, device, SCORE_BATCH, score_work(self.config, SCORE_BATCH))
 
     def validation_scores(self, data: BasketData, validate: Instances) -> np.ndarray:
         """:meth:`score` of the validation customers (batched as in training's validation), for
         choices made after training. Shapes: -> [len(validate), I] float32."""
         return self.score(data, validate)
-
-    def _work(self) -> int:
-        """The bound on a scoring batch's work (``length_batches``): the training batch's
-        ``batch_work`` per row, as the engine's validation bounds it. Long histories then come in
-        smaller batches, so no batch holds most of the work (threads share batches evenly)."""
-        return self.config.batch_work * SCORE_BATCH // self.config.batch_size
 
     def rank(self, data: BasketData, instances: Instances, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Each instance's top k by :meth:`score`, best first, ties to the lower item, and
@@ -213,7 +207,7 @@ class NeuralRecommender:
 
         # Longest histories first: threads that share the batches then end on short ones and
         # finish together. The batches themselves (and so the scores) are score()'s.
-        batches = length_batches(source.lengths, SCORE_BATCH, None, source_sizes(source), self._work())
+        batches = length_batches(source.lengths, SCORE_BATCH, None, source_sizes(source), score_work(self.config, SCORE_BATCH))
         return SharedPlan(batches[::-1] if self.longest_first else batches, forward, len(instances))
 
     def params(self) -> dict[str, Any]:

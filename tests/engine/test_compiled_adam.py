@@ -77,3 +77,14 @@ def test_what_it_does_not_compile_runs_torchs_step():
         assert torch.equal(a, b)
     opt = CompiledAdam(_params(torch.float64), lr=1e-2, maximize=True)
     assert not opt._compiled_applies(opt.param_groups[0])
+
+
+def test_a_compiled_step_counts_as_an_in_place_change_of_the_parameter():
+    """The step writes through NumPy; the parameter's version moves as under torch's own step,
+    so what is keyed on versions (the GCN's folded inference) sees the new values."""
+    p = torch.nn.Parameter(torch.randn(5, dtype=torch.float64))
+    opt = CompiledAdam([p], lr=0.1)
+    before, values = p._version, p.detach().clone()
+    p.grad = torch.ones_like(p)
+    opt.step()
+    assert not torch.equal(p.detach(), values) and p._version > before
