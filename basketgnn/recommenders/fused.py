@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait
 from typing import Any, Literal
 
 import numpy as np
@@ -33,7 +33,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
-from basketgnn.recommenders.neural import NeuralRecommender, rank_dense, torch_threads
+from basketgnn.recommenders.neural import NeuralRecommender, rank_dense
+from basketgnn.recommenders.threads import helper_threads, torch_threads
 from basketgnn.scoring.candidates import SharedScores
 from basketgnn.scoring.fusion import ScoreFusion
 from basketgnn.scoring.fusion_choice import choose_fusion, fusion_choice
@@ -155,9 +156,12 @@ class FusedRecommender:
         if not self.needs_model:
             return self.fusion.apply(np.zeros((len(instances), data.n_items), np.float32), data, instances)
         # The search (GIL released) runs beside the model's scoring; deterministic either way.
-        with ThreadPoolExecutor(max_workers=1) as pool:
+        with helper_threads(1) as pool:
             found = pool.submit(self.search, data, instances)
-            logits = self.base.score(data, instances)
+            try:
+                logits = self.base.score(data, instances)
+            finally:
+                wait([found])  # the search ends before the call returns or raises
             return self.fusion.apply(logits, data, instances, found.result())
 
     def rank(self, data: BasketData, instances: Instances, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -218,7 +222,7 @@ class FusedRecommender:
                     parts.stop()
                 raise
 
-        with ThreadPoolExecutor(max_workers=threads - 1) as pool, torch_threads(1):
+        with helper_threads(threads - 1) as pool, torch_threads(1):
             helpers = [pool.submit(helper) for _ in range(threads - 1)]
             plan = None
             try:
@@ -236,6 +240,7 @@ class FusedRecommender:
                 raise
             finally:
                 built.set()
+                wait(helpers)  # the helpers end their part before the call returns or raises
             for h in helpers:
                 h.result()  # a part's error
         scores = plan.assemble(forward[0].results()) if plan is not None else None

@@ -14,9 +14,8 @@ The fusion with TIFU-KNN wraps this recommender from outside
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from collections.abc import Callable
+from concurrent.futures import Executor, wait
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ from basketgnn.errors import UserError
 from basketgnn.metrics import top_k
 from basketgnn.models.options import TrainOptions
 from basketgnn.models.spec import ModelSpec
+from basketgnn.recommenders.threads import helper_threads, torch_threads
 from basketgnn.scoring.candidates import SharedScores, fused_top_k
 
 #: Instances per forward pass when scoring (``score`` and ``rank`` batch alike, so their
@@ -155,7 +155,7 @@ class NeuralRecommender:
             else:
                 # The forward batch by batch on the worker threads (one torch thread each). The
                 # batches are those of one thread, so the scores are the same.
-                with ThreadPoolExecutor(max_workers=self.threads) as pool, torch_threads(1):
+                with helper_threads(self.threads) as pool, torch_threads(1):
                     scores = self.shared_scores(data, instances, pool)
         if scores is None:
             return rank_dense(self.score(data, instances), k)
@@ -173,7 +173,7 @@ class NeuralRecommender:
             )
 
     def shared_scores(
-        self, data: BasketData, instances: Instances, pool: ThreadPoolExecutor | None = None
+        self, data: BasketData, instances: Instances, pool: Executor | None = None
     ) -> SharedScores | None:
         """The module's scores as one shared row plus each instance's own entries (the spec's
         ``score_sparse``, batched as :meth:`score` batches, on ``pool``'s threads when given),
@@ -182,8 +182,11 @@ class NeuralRecommender:
         plan = self.shared_plan(data, instances)
         if plan is None:
             return None
-        done = list(pool.map(plan.forward, plan.batches)) if pool is not None else [plan.forward(b) for b in plan.batches]
-        return plan.assemble(done)
+        if pool is None:
+            return plan.assemble([plan.forward(b) for b in plan.batches])
+        futures = [pool.submit(plan.forward, b) for b in plan.batches]
+        wait(futures)  # every batch ends before an error goes up: none runs on after the call
+        return plan.assemble([f.result() for f in futures])
 
     def shared_plan(self, data: BasketData, instances: Instances) -> SharedPlan | None:
         """:meth:`shared_scores` as batches that any thread may run (``plan.forward`` of each
@@ -246,17 +249,3 @@ def rank_dense(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Top k of a score matrix and their scores. Shapes: [n, I] -> ([n, k] int64, [n, k] float32)."""
     items = top_k(scores, k)
     return items, np.take_along_axis(scores, items, axis=1).astype(np.float32)
-
-
-@contextmanager
-def torch_threads(n: int) -> Iterator[None]:
-    """torch's intra-op threads set to ``n`` inside the block."""
-    before = torch.get_num_threads()
-    if before == n:  # setting it costs milliseconds (the thread pool is rebuilt)
-        yield
-        return
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)

@@ -1,0 +1,88 @@
+"""The scoring threads: one helper pool per size kept for the process and shared by concurrent
+ranking calls, a pool of its own for a call made on a helper thread, new pools in a forked child,
+and torch's threads restored after a narrowed block."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from basketgnn.data.split import Instances, make_split
+from basketgnn.models.dnntsp import DNNTSPConfig
+from basketgnn.recommenders.fused import FusedRecommender
+from basketgnn.recommenders.threads import THREAD_PREFIX, helper_threads, torch_threads
+from basketgnn.scoring.fusion import ScoreFusion, TifuScorer
+from basketgnn.scoring.tifu import TifuParams
+from tests.recommenders.test_fused import recommender
+from tests.support.planted import planted_data
+
+
+def test_one_pool_per_size_is_kept_across_calls():
+    with helper_threads(2) as a:
+        names = {a.submit(lambda: threading.current_thread().name).result() for _ in range(4)}
+    with helper_threads(2) as b, helper_threads(1) as c:
+        assert b is a and c is not a
+    assert all(n.startswith(THREAD_PREFIX) for n in names)
+    with pytest.raises(ValueError, match="at least 1"):
+        with helper_threads(0):
+            pass
+
+
+def test_a_call_on_a_helper_thread_gets_a_pool_of_its_own():
+    """A part that scores on a helper of the one-thread pool: waiting on that pool would never
+    end, so it runs on its own pool and the outer part finishes."""
+
+    def outer():
+        with helper_threads(1) as inner:
+            return inner.submit(lambda: 7).result(timeout=10), inner
+
+    with helper_threads(1) as pool:
+        value, inner = pool.submit(outer).result(timeout=20)
+    assert value == 7 and inner is not pool
+
+
+def _child_runs_a_task(queue):
+    with helper_threads(1) as pool:
+        queue.put(pool.submit(lambda: 42).result(timeout=10))
+
+
+def test_a_forked_child_makes_its_own_pool():
+    with helper_threads(1) as pool:
+        pool.submit(lambda: None).result()  # the parent's pool has a thread the child lacks
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_child_runs_a_task, args=(queue,))
+    child.start()
+    child.join(30)
+    assert child.exitcode == 0 and queue.get(timeout=5) == 42
+
+
+def test_torch_threads_restored_after_the_block():
+    before = torch.get_num_threads()
+    with torch_threads(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+
+
+def test_concurrent_rank_calls_share_the_helpers_and_rank_as_one_call():
+    """Three fused rankings at once on the same kept helper: each the one-thread ranking."""
+    data = planted_data(n_users=120, n_items=40)
+    sp = make_split(data, "temporal")
+    fusion = ScoreFusion(0.3, "sigmoid", TifuScorer.build(data, sp["train"], TifuParams(k=10)))
+    everyone = Instances(np.arange(data.n_users), data.n_baskets_per_user.astype(np.int64))
+    want = FusedRecommender(recommender(data, DNNTSPConfig(embed_dim=8, threads=1)), fusion).rank(data, everyone, 10)
+    two = FusedRecommender(recommender(data, DNNTSPConfig(embed_dim=8, threads=2)), fusion)
+    got: list = [None] * 3
+    callers = [threading.Thread(target=lambda i=i: got.__setitem__(i, two.rank(data, everyone, 10))) for i in range(3)]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join(120)
+    for g in got:
+        assert g is not None
+        np.testing.assert_array_equal(g[0], want[0])
+        np.testing.assert_array_equal(g[1], want[1])
