@@ -143,7 +143,11 @@ def source_sizes(source: BatchSource) -> np.ndarray | None:
     return None if sizes is None else np.asarray(sizes)
 
 
-def score_work(config: TrainOptions, batch_size: int = 256) -> int:
+#: Instances per scoring batch (before the work bound): validation's, and the recommenders'.
+SCORE_BATCH = 256
+
+
+def score_work(config: TrainOptions, batch_size: int = SCORE_BATCH) -> int:
     """The work bound of a scoring batch of ``batch_size`` instances: the training batch's
     ``batch_work`` per instance. Validation and scoring batch alike with it, and long histories
     come in smaller batches, so no batch holds most of the work (threads share batches evenly)."""
@@ -156,7 +160,7 @@ def score_source(
     source: BatchSource,
     n_items: int,
     device: torch.device,
-    batch_size: int = 256,
+    batch_size: int = SCORE_BATCH,
     work: int = 0,
 ) -> np.ndarray:
     """The module's scores of every item for every instance of ``source`` (logits; a ranking

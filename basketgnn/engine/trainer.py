@@ -57,7 +57,7 @@ from torch import nn
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances, prefix_instances
 from basketgnn.engine import distributed
-from basketgnn.engine.batching import BatchPlan, score_source, score_work, source_sizes
+from basketgnn.engine.batching import SCORE_BATCH, BatchPlan, score_source, score_work, source_sizes
 from basketgnn.engine.callbacks import Best, EarlyStopping, RunFiles
 from basketgnn.engine.compiled_adam import CompiledAdam
 from basketgnn.engine.progress import progress_bar
@@ -101,6 +101,12 @@ def setup_torch(config: TrainOptions) -> torch.device:
     return torch.device(config.device)
 
 
+#: ``rank(module, source, device, work, k)``: every validation instance's top k items, best
+#: first, ties to the lower item (``metrics.top_k`` of the module's dense scores), or None to
+#: have them ranked from the dense scores. Shapes: -> [n, k] int64.
+ValidationRank = Callable[[nn.Module, BatchSource, torch.device, int, int], "np.ndarray | None"]
+
+
 def validation_metrics(
     module: nn.Module,
     source: BatchSource,
@@ -108,14 +114,18 @@ def validation_metrics(
     validate: Instances,
     device: torch.device,
     work: int = 0,
+    rank: ValidationRank | None = None,
 ) -> dict[str, float]:
     """Ranking metrics of the module's own scores on the validation instances plus
     ``mean_ndcg`` (the model-selection criterion). ``work``: the scoring batches' work bound
-    (:func:`basketgnn.engine.batching.score_source`)."""
-    scores = score_source(module, source, data.n_items, device, work=work)
-    targets = data.targets(validate.users, validate.n_history)
+    (:func:`basketgnn.engine.batching.score_source`). The ranking is ``rank``'s when given and
+    not None (the caller's faster way to the same top k), else the dense scores' top k."""
     ks = usable_ks(KS, data.n_items)
-    m = ranking_metrics(top_k(scores, max(ks)), targets.values, targets.offsets, data.n_items, ks=ks)
+    ranked = rank(module, source, device, work, max(ks)) if rank is not None else None
+    if ranked is None:
+        ranked = top_k(score_source(module, source, data.n_items, device, SCORE_BATCH, work), max(ks))
+    targets = data.targets(validate.users, validate.n_history)
+    m = ranking_metrics(ranked, targets.values, targets.offsets, data.n_items, ks=ks)
     m["mean_ndcg"] = float(np.mean([m[f"ndcg@{k}"] for k in ks]))
     return m
 
@@ -141,6 +151,7 @@ def train_model(
     plan: BatchPlan | None = None,
     warm_start: str | Path | None = None,
     extras: dict[str, Any] | None = None,
+    validation_rank: ValidationRank | None = None,
 ) -> tuple[nn.Module, TrainResult]:
     """Train ``spec``'s model; returns the best module (by validation mean NDCG) and a summary.
 
@@ -148,7 +159,8 @@ def train_model(
     best.pt) and resumes from resume.pt when it exists for the same model, config and data.
     ``plan`` is the batch plan (default: ``config.batch_size`` over this run's processes).
     ``warm_start``: an earlier run's checkpoint of the same model to start from (module
-    docstring).
+    docstring). ``validation_rank``: how each epoch's validation ranks (default: the dense
+    scores' top k; :func:`validation_metrics`).
 
     Under torchrun (``WORLD_SIZE`` > 1) or inside a process group opened by the caller, this is
     one rank of a DistributedDataParallel run (module docstring); ``on_epoch`` is called on
@@ -157,7 +169,7 @@ def train_model(
     t_start = time.perf_counter()
     ctx, device = distributed.start(setup_torch(config))
     try:
-        run = _Run(spec, data, train, validate, config, ctx, device, plan, warm_start)
+        run = _Run(spec, data, train, validate, config, ctx, device, plan, warm_start, validation_rank)
         files = RunFiles(Path(out_dir) if out_dir is not None else None, run.writes, spec.name,
                          config, data.item_ids, dict(extras or {}))  # fmt: skip
         result = run.fit(files, progress and run.writes, on_epoch if run.writes else None)
@@ -174,8 +186,10 @@ class _Run:
 
     def __init__(self, spec: ModelSpec, data: BasketData, train: Instances, validate: Instances,
                  config: TrainOptions, ctx: distributed.DistContext, device: torch.device,
-                 plan: BatchPlan | None, warm_start: str | Path | None) -> None:  # fmt: skip
+                 plan: BatchPlan | None, warm_start: str | Path | None,
+                 validation_rank: ValidationRank | None = None) -> None:  # fmt: skip
         self.spec, self.data, self.config, self.ctx, self.device = spec, data, config, ctx, device
+        self.validation_rank = validation_rank
         self.writes = ctx.rank == 0  # only rank 0 writes files
         torch.manual_seed(config.seed)
         self.module = spec.build(data.n_items, config).to(device)
@@ -213,7 +227,8 @@ class _Run:
 
     def validate(self, work: int = 0) -> dict[str, float]:
         """Validation metrics, averaged over the ranks when each validates a part."""
-        val = validation_metrics(self.module, self.val_source, self.data, self.val_part, self.device, work)
+        val = validation_metrics(self.module, self.val_source, self.data, self.val_part, self.device, work,
+                                 self.validation_rank)  # fmt: skip
         return distributed.mean_over_ranks(val, len(self.val_part)) if self.split_validation else val
 
     def fit(self, files: RunFiles, progress: bool, on_epoch: Callable[[dict[str, Any]], None] | None) -> TrainResult:

@@ -33,8 +33,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
+from basketgnn.engine.threads import helper_threads, torch_threads
 from basketgnn.recommenders.neural import NeuralRecommender, rank_dense
-from basketgnn.recommenders.threads import helper_threads, torch_threads
 from basketgnn.scoring.candidates import SharedScores
 from basketgnn.scoring.fusion import ScoreFusion
 from basketgnn.scoring.fusion_choice import choose_fusion, fusion_choice

@@ -15,7 +15,6 @@ The fusion with TIFU-KNN wraps this recommender from outside
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import Executor, wait
 from pathlib import Path
 from typing import Any
 
@@ -23,21 +22,22 @@ import numpy as np
 import torch
 from torch import nn
 
-from basketgnn.data.dataset import BasketData, _offsets
+from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
-from basketgnn.engine.batching import length_batches, score_source, score_work, source_sizes
+from basketgnn.engine.batching import SCORE_BATCH, score_source, score_work
 from basketgnn.engine.checkpoint import load_checkpoint
-from basketgnn.engine.trainer import TrainResult, setup_torch, train_model
+from basketgnn.engine.trainer import TrainResult, ValidationRank, setup_torch, train_model
 from basketgnn.errors import UserError
 from basketgnn.metrics import top_k
 from basketgnn.models.options import TrainOptions
 from basketgnn.models.spec import ModelSpec
-from basketgnn.recommenders.threads import helper_threads, torch_threads
+from basketgnn.recommenders.shared_scoring import (
+    SharedPlan,
+    run_shared,
+    shared_plan,
+    shared_ranking,
+)
 from basketgnn.scoring.candidates import SharedScores, fused_top_k
-
-#: Instances per forward pass when scoring (``score`` and ``rank`` batch alike, so their
-#: scores agree bit for bit).
-SCORE_BATCH = 256
 
 
 class NeuralRecommender:
@@ -96,10 +96,18 @@ class NeuralRecommender:
             raise UserError(f"{self.name} needs validation instances to choose its best epoch.")
         self.model, self.result = train_model(
             self.spec, data, train, validate, self.config, self.out_dir, self.progress, self.on_epoch,
-            warm_start=self.warm_start, extras=self.extras,
+            warm_start=self.warm_start, extras=self.extras, validation_rank=self._validation_rank(),
         )
         self.item_ids = data.item_ids
         return self
+
+    def _validation_rank(self) -> ValidationRank | None:
+        """How training validates: from the scores in shared form on the scoring threads where
+        the spec has that form (the same ranking as the dense scores', on several threads, and
+        without the [n, I] matrix), else the engine's dense ranking."""
+        if self.spec.score_sparse is None:
+            return None
+        return shared_ranking(self.spec.score_sparse, self.threads)
 
     @property
     def threads(self) -> int:
@@ -150,13 +158,9 @@ class NeuralRecommender:
         self.setup()
         scores = None
         if self.has_shared_scores:
-            if self.threads <= 1:
-                scores = self.shared_scores(data, instances)
-            else:
-                # The forward batch by batch on the worker threads (one torch thread each). The
-                # batches are those of one thread, so the scores are the same.
-                with helper_threads(self.threads) as pool, torch_threads(1):
-                    scores = self.shared_scores(data, instances, pool)
+            # On several threads the forward batch by batch on the helper threads (one torch
+            # thread each). The batches are those of one thread, so the scores are the same.
+            scores = self.shared_scores(data, instances, self.threads)
         if scores is None:
             return rank_dense(self.score(data, instances), k)
         ranked = fused_top_k(scores, k)
@@ -172,46 +176,25 @@ class NeuralRecommender:
                 "align the data to the model's catalogue first (BasketData.aligned_to)"
             )
 
-    def shared_scores(
-        self, data: BasketData, instances: Instances, pool: Executor | None = None
-    ) -> SharedScores | None:
+    def shared_scores(self, data: BasketData, instances: Instances, threads: int = 1) -> SharedScores | None:
         """The module's scores as one shared row plus each instance's own entries (the spec's
-        ``score_sparse``, batched as :meth:`score` batches, on ``pool``'s threads when given),
-        or None when the model or its configuration has no such form. torch's threads are the
+        ``score_sparse``, batched as :meth:`score` batches, on ``threads`` threads), or None
+        when the model or its configuration has no such form. torch's threads are the
         caller's (:meth:`setup`)."""
         plan = self.shared_plan(data, instances)
-        if plan is None:
-            return None
-        if pool is None:
-            return plan.assemble([plan.forward(b) for b in plan.batches])
-        futures = [pool.submit(plan.forward, b) for b in plan.batches]
-        wait(futures)  # every batch ends before an error goes up: none runs on after the call
-        return plan.assemble([f.result() for f in futures])
+        return None if plan is None else run_shared(plan, threads)
 
     def shared_plan(self, data: BasketData, instances: Instances) -> SharedPlan | None:
         """:meth:`shared_scores` as batches that any thread may run (``plan.forward`` of each
         of ``plan.batches``, then ``plan.assemble`` of the results in batch order): the
-        instances' graphs are built here. None when the spec has no ``score_sparse``."""
+        instances' graphs are built here. None when the spec has no ``score_sparse``. The
+        batches are :meth:`score`'s, longest histories first (``longest_first``)."""
         self._check(data)
-        module, score_sparse = self.model, self.spec.score_sparse
-        if score_sparse is None:
+        if self.spec.score_sparse is None:
             return None
-        device = torch.device(self.config.device)
-        module.eval()
         source = self.spec.batches(data, instances, self.config, False)
-
-        def forward(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-            with torch.inference_mode():  # per thread
-                out = score_sparse(module, source.collate(idx, with_targets=False).to(device))
-                if out is None:
-                    return None
-                base, value = out.base.float().cpu().numpy(), out.value.float().cpu().numpy()  # [I], [M]
-                return base, idx[out.row.cpu().numpy()], out.item.cpu().numpy(), value
-
-        # Longest histories first: threads that share the batches then end on short ones and
-        # finish together. The batches themselves (and so the scores) are score()'s.
-        batches = length_batches(source.lengths, SCORE_BATCH, None, source_sizes(source), score_work(self.config, SCORE_BATCH))
-        return SharedPlan(batches[::-1] if self.longest_first else batches, forward, len(instances))
+        return shared_plan(self.model, self.spec.score_sparse, source, torch.device(self.config.device),
+                           SCORE_BATCH, score_work(self.config, SCORE_BATCH), self.longest_first)  # fmt: skip
 
     def params(self) -> dict[str, Any]:
         p: dict[str, Any] = self.config.model_dump()
@@ -222,27 +205,6 @@ class NeuralRecommender:
         if self.fusion_choice is not None:  # what validation chose, the model alone (weight 0) included
             p["fusion_used"] = {k: v for k, v in self.fusion_choice.items() if k not in ("kind", "grid", "description")}
         return p
-
-
-class SharedPlan:
-    """The forward batches of :meth:`NeuralRecommender.shared_scores` (``forward`` of each of
-    ``batches``, on any thread) and how their results make the instances' SharedScores."""
-
-    def __init__(self, batches: list[np.ndarray], forward: Callable[[np.ndarray], Any], n: int) -> None:
-        self.batches, self.forward, self.n = batches, forward, n
-
-    def assemble(self, done: list[Any]) -> SharedScores | None:
-        """The SharedScores of the ``forward`` results in batch order (None when the
-        configuration has no shared form)."""
-        if any(d is None for d in done):
-            return None
-        parts = [d for d in done if d is not None]
-        base = parts[0][0]  # [I], the same in every batch
-        row = np.concatenate([p[1] for p in parts]).astype(np.int64)
-        order = np.argsort(row, kind="stable")
-        offsets = _offsets(np.bincount(row, minlength=self.n))
-        items = np.concatenate([p[2] for p in parts]).astype(np.int64)[order]
-        return SharedScores(base, offsets, items, np.concatenate([p[3] for p in parts])[order])
 
 
 def rank_dense(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

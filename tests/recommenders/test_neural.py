@@ -3,6 +3,8 @@ where the spec declares them (on one thread or several) and densely otherwise.""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -71,3 +73,29 @@ def test_scoring_before_training_and_a_catalogue_mismatch_are_errors():
     with pytest.raises(ValueError, match="data has 20 items but the model 25"):
         rec.rank(data, make_split(data, "temporal")["test"], 5)
     assert DNNTSP is type(rec.model)
+
+
+def test_training_validates_from_the_shared_scores_with_the_dense_rankings_metrics():
+    """fit hands the engine the shared-form ranking on the scoring threads; the engine alone
+    ranks the dense scores: the same epochs, losses and validation metrics."""
+    from basketgnn.engine.trainer import train_model
+
+    data = planted_data(n_users=80)
+    sp = make_split(data, "temporal")
+    config = DNNTSPConfig(lr=1e-2, batch_size=32, embed_dim=16, epochs=3, threads=2)
+    calls = []
+
+    def counted(module, batch):
+        calls.append(1)
+        return SPEC.score_sparse(module, batch)
+
+    rec = NeuralRecommender(dataclasses.replace(SPEC, score_sparse=counted), config)
+    rec.fit(data, sp["train"], sp["validate"])
+    assert calls  # validation ranked from the shared form
+    _, dense = train_model(SPEC, data, sp["train"], sp["validate"], config, progress=False)
+
+    def logged(history):
+        return [{k: v for k, v in r.items() if not k.endswith("_s")} for r in history]
+
+    assert logged(rec.result.history) == logged(dense.history)
+    assert len(dense.history) == 3 and dense.history[-1]["val_recall@10"] > 0

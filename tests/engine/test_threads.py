@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from basketgnn.data.split import Instances, make_split
+from basketgnn.engine.threads import THREAD_PREFIX, helper_threads, torch_threads
 from basketgnn.models.dnntsp import DNNTSPConfig
 from basketgnn.recommenders.fused import FusedRecommender
-from basketgnn.recommenders.threads import THREAD_PREFIX, helper_threads, torch_threads
 from basketgnn.scoring.fusion import ScoreFusion, TifuScorer
 from basketgnn.scoring.tifu import TifuParams
 from tests.recommenders.test_fused import recommender

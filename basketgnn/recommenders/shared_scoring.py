@@ -1,0 +1,115 @@
+"""Scoring in shared form (a spec's ``score_sparse``): a module's scores of a set of instances as
+one row shared by every instance plus each instance's own entries, batched as the engine's
+scoring batches them (:func:`~basketgnn.engine.batching.length_batches` with
+:func:`~basketgnn.engine.batching.score_work`), the batches run on one thread or shared by
+several kept helper threads (:func:`run_shared`).
+
+Ranking reads a few candidates per instance from the result
+(:func:`basketgnn.scoring.candidates.fused_top_k`), with the same items, values and ties as
+ranking the dense [n, I] matrix that ``module(batch)`` gives. ``NeuralRecommender.rank`` ranks
+this way, and so does training's validation (:func:`shared_ranking`, handed to the engine),
+where the model's configuration has that form.
+
+Shapes: n instances of a :class:`~basketgnn.models.spec.BatchSource`, I catalogue items, M a
+batch's own entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import wait
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from basketgnn.data.dataset import _offsets
+from basketgnn.engine.batching import SCORE_BATCH, length_batches, source_sizes
+from basketgnn.engine.threads import helper_threads, torch_threads
+from basketgnn.engine.trainer import ValidationRank
+from basketgnn.models.spec import BatchSource
+from basketgnn.scoring.candidates import SharedScores, fused_top_k
+
+#: One batch's result: (shared row [I], instance of each entry [M], item [M], value [M]),
+#: float32 values, or None when the configuration has no shared form.
+BatchResult = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None
+
+
+class SharedPlan:
+    """The forward batches of a set of instances (``forward`` of each of ``batches``, on any
+    thread) and how their results make the instances' SharedScores (:meth:`assemble`, the
+    results in batch order)."""
+
+    def __init__(self, batches: list[np.ndarray], forward: Callable[[np.ndarray], BatchResult], n: int) -> None:
+        self.batches, self.forward, self.n = batches, forward, n
+
+    def assemble(self, done: list[BatchResult]) -> SharedScores | None:
+        """The SharedScores of the ``forward`` results in batch order (None when the
+        configuration has no shared form)."""
+        if any(d is None for d in done):
+            return None
+        parts = [d for d in done if d is not None]
+        base = parts[0][0]  # [I], the same in every batch
+        row = np.concatenate([p[1] for p in parts]).astype(np.int64)
+        order = np.argsort(row, kind="stable")
+        offsets = _offsets(np.bincount(row, minlength=self.n))
+        items = np.concatenate([p[2] for p in parts]).astype(np.int64)[order]
+        return SharedScores(base, offsets, items, np.concatenate([p[3] for p in parts])[order])
+
+
+def shared_plan(
+    module: nn.Module,
+    score_sparse: Callable[[nn.Module, Any], Any],
+    source: BatchSource,
+    device: torch.device,
+    batch_size: int,
+    work: int,
+    longest_first: bool = True,
+) -> SharedPlan:
+    """The plan of ``score_sparse(module, batch)`` over every instance of ``source`` (the
+    module set to eval). The batches are ``length_batches(source.lengths, batch_size, None,
+    sizes, work)``, dense scoring's; with ``longest_first`` they are taken in reverse, longest
+    histories first, so threads that share them end on short ones and finish together (the
+    scores do not depend on the order)."""
+    module.eval()
+
+    def forward(idx: np.ndarray) -> BatchResult:
+        with torch.inference_mode():  # per thread
+            out = score_sparse(module, source.collate(idx, with_targets=False).to(device))
+            if out is None:
+                return None
+            base, value = out.base.float().cpu().numpy(), out.value.float().cpu().numpy()  # [I], [M]
+            return base, idx[out.row.cpu().numpy()], out.item.cpu().numpy(), value
+
+    batches = length_batches(source.lengths, batch_size, None, source_sizes(source), work)
+    return SharedPlan(batches[::-1] if longest_first else batches, forward, len(source))
+
+
+def run_shared(plan: SharedPlan, threads: int) -> SharedScores | None:
+    """The plan's SharedScores (None: no shared form), its batches run on this thread, or with
+    ``threads`` > 1 on that many kept helper threads with one torch thread each. The batches
+    are the same either way, and so are the scores."""
+    if threads <= 1:
+        return plan.assemble([plan.forward(b) for b in plan.batches])
+    with helper_threads(threads) as pool, torch_threads(1):
+        futures = [pool.submit(plan.forward, b) for b in plan.batches]
+        wait(futures)  # every batch ends before an error goes up: none runs on after the call
+        return plan.assemble([f.result() for f in futures])
+
+
+def shared_ranking(score_sparse: Callable[[nn.Module, Any], Any], threads: int) -> ValidationRank:
+    """Training's validation ranking (:data:`~basketgnn.engine.trainer.ValidationRank`) from
+    the scores in shared form, the batches (dense scoring's) on ``threads`` threads: the same
+    top k as the dense scores'. It answers None, so that the engine ranks the dense scores,
+    for a configuration without the shared form (from its first call on)."""
+    has_form = [True]
+
+    def rank(module: nn.Module, source: BatchSource, device: torch.device, work: int, k: int) -> np.ndarray | None:
+        if not has_form[0]:
+            return None
+        scores = run_shared(shared_plan(module, score_sparse, source, device, SCORE_BATCH, work), threads)
+        has_form[0] = scores is not None
+        return None if scores is None else fused_top_k(scores, k)[0]
+
+    return rank

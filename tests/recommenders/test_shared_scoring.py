@@ -1,0 +1,77 @@
+"""Scoring in shared form: the dense scores on any number of threads, and validation's metrics
+from it equal to the dense matrix's, whether the configuration has the shared form or not."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from basketgnn.data.split import make_split
+from basketgnn.engine.batching import score_source
+from basketgnn.engine.trainer import validation_metrics
+from basketgnn.models.dnntsp import DNNTSP, SPEC, DNNTSPConfig
+from basketgnn.recommenders.shared_scoring import run_shared, shared_plan, shared_ranking
+from tests.support.planted import planted_data
+
+
+def module_and_source(user_context=False, seed=0):
+    data = planted_data(n_users=120, n_items=40)
+    validate = make_split(data, "temporal")["validate"]
+    config = DNNTSPConfig(embed_dim=8, user_context=user_context)
+    torch.manual_seed(seed)
+    module = DNNTSP.from_config(data.n_items, config)
+    with torch.no_grad():  # untrained, but with spread-out scores and a non-trivial gate
+        module.scorer.out.weight.normal_(0, 3.0)
+    return data, validate, module, SPEC.batches(data, validate, config, False)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_shared_scores_on_any_threads_are_the_dense_scores(threads):
+    data, _, module, source = module_and_source()
+    dense = score_source(module, source, data.n_items, torch.device("cpu"), 8)
+    plan = shared_plan(module, SPEC.score_sparse, source, torch.device("cpu"), 8, 0)
+    assert len(plan.batches) == -(-len(source) // 8)
+    shared = run_shared(plan, threads)
+    np.testing.assert_array_equal(shared.dense(), dense)
+
+
+def test_a_failing_batch_ends_the_others_then_goes_up():
+    data, _, module, source = module_and_source()
+    plan = shared_plan(module, SPEC.score_sparse, source, torch.device("cpu"), 8, 0)
+    ran = []
+    forward = plan.forward
+
+    def flaky(idx):
+        ran.append(len(idx))
+        if len(ran) == 2:
+            raise ValueError("batch 2")
+        return forward(idx)
+
+    plan.forward = flaky
+    with pytest.raises(ValueError, match="batch 2"):
+        run_shared(plan, 2)
+    assert len(ran) == len(plan.batches)  # every batch ran (or was taken) before the error went up
+
+
+@pytest.mark.parametrize("user_context", [False, True])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_validation_metrics_from_the_shared_form_equal_the_dense_ones(user_context, threads):
+    """user_context: no shared form (score_sparse gives None), so the dense path ranks."""
+    data, validate, module, source = module_and_source(user_context)
+    device = torch.device("cpu")
+    dense = validation_metrics(module, source, data, validate, device, 0)
+    calls = []
+
+    def counted(module, batch):
+        calls.append(1)
+        return SPEC.score_sparse(module, batch)
+
+    rank = shared_ranking(counted, threads)
+    asked = []
+    for _ in range(2):
+        assert validation_metrics(module, source, data, validate, device, 0, rank) == dense
+        asked.append(len(calls))
+    assert 0 < dense["recall@20"] < 1  # a ranking that is neither empty nor perfect
+    # A configuration without the shared form is asked in the first validation only.
+    assert asked[1] == (asked[0] if user_context else 2 * asked[0]) and asked[0] > 0
