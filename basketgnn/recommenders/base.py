@@ -14,6 +14,7 @@ import numpy as np
 
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
+from basketgnn.engine.threads import kept_helpers
 from basketgnn.metrics import top_k
 
 
@@ -69,14 +70,15 @@ def rank_items(
     items = np.zeros((len(instances), k), dtype=np.int64)
     scores = np.zeros((len(instances), k), dtype=np.float32)
     rank = getattr(model, "rank", None)
-    for start in range(0, len(instances), chunk):
-        sl = slice(start, start + chunk)
-        part = Instances(instances.users[sl], instances.n_history[sl])
-        if callable(rank):
-            items[sl], scores[sl] = rank(data, part, k)
-            continue
-        s = model.score(data, part)
-        idx = top_k(s, k)
-        items[sl] = idx
-        scores[sl] = np.take_along_axis(s, idx, axis=1)
+    with kept_helpers():  # the chunks' ranking calls share their helper threads
+        for start in range(0, len(instances), chunk):
+            sl = slice(start, start + chunk)
+            part = Instances(instances.users[sl], instances.n_history[sl])
+            if callable(rank):
+                items[sl], scores[sl] = rank(data, part, k)
+                continue
+            s = model.score(data, part)
+            idx = top_k(s, k)
+            items[sl] = idx
+            scores[sl] = np.take_along_axis(s, idx, axis=1)
     return items, scores

@@ -51,6 +51,7 @@ import pyarrow.parquet as pq
 
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
+from basketgnn.engine.threads import kept_helpers
 from basketgnn.errors import UserError
 from basketgnn.fingerprint import data_fingerprint, settings_hash
 from basketgnn.io_utils import atomic_path, part_index, part_path, write_json, write_table_stream
@@ -368,11 +369,12 @@ def write_recommendation_parts(
     plan = plan_parts(data, k, folder, chunk=chunk, source=source, reasons=reasons)
     infos: list[PartInfo] = []
     written = 0
-    for p, done in zip(shard.parts(plan.n_parts), start_parts(plan, shard)):
-        if done is None:
-            done = write_part(model, data, plan, p)
-            written += 1
-        infos.append(done)
+    with kept_helpers():  # the parts' ranking calls share their helper threads
+        for p, done in zip(shard.parts(plan.n_parts), start_parts(plan, shard)):
+            if done is None:
+                done = write_part(model, data, plan, p)
+                written += 1
+            infos.append(done)
     manifest = finish_parts(plan, shard, infos)
     return PartsWritten(plan.folder, shard, infos, written, len(infos) - written, manifest)
 

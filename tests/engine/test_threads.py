@@ -1,6 +1,7 @@
-"""The scoring threads: one helper pool per size kept for the process and shared by concurrent
-ranking calls, a pool of its own for a call made on a helper thread, new pools in a forked child,
-and torch's threads restored after a narrowed block."""
+"""The scoring threads: one helper pool per size kept inside a kept_helpers block and ended with
+it, a pool per call elsewhere and for a call made on a helper thread, new pools in a forked
+child, concurrent ranking calls that rank as one, and torch's threads restored after a narrowed
+block."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import pytest
 import torch
 
 from basketgnn.data.split import Instances, make_split
-from basketgnn.engine.threads import THREAD_PREFIX, helper_threads, torch_threads
+from basketgnn.engine.threads import THREAD_PREFIX, helper_threads, kept_helpers, torch_threads
 from basketgnn.models.dnntsp import DNNTSPConfig
+from basketgnn.recommenders.base import rank_items
 from basketgnn.recommenders.fused import FusedRecommender
 from basketgnn.scoring.fusion import ScoreFusion, TifuScorer
 from basketgnn.scoring.tifu import TifuParams
@@ -21,12 +23,19 @@ from tests.recommenders.test_fused import recommender
 from tests.support.planted import planted_data
 
 
-def test_one_pool_per_size_is_kept_across_calls():
-    with helper_threads(2) as a:
-        names = {a.submit(lambda: threading.current_thread().name).result() for _ in range(4)}
-    with helper_threads(2) as b, helper_threads(1) as c:
-        assert b is a and c is not a
+def test_pools_kept_inside_the_block_and_ended_with_it():
+    with kept_helpers():
+        with helper_threads(2) as a:
+            names = {a.submit(lambda: threading.current_thread().name).result() for _ in range(4)}
+        with kept_helpers(), helper_threads(2) as b, helper_threads(1) as c:  # nested: the same pools
+            assert b is a and c is not a
+        threads = list(a._threads)
+        assert threads and all(t.is_alive() for t in threads)
+    assert all(not t.is_alive() for t in threads)  # no helper outlives the block
     assert all(n.startswith(THREAD_PREFIX) for n in names)
+    with helper_threads(1) as d, helper_threads(1) as e:  # outside a block: a pool per call
+        assert d is not e
+    assert d._shutdown and e._shutdown
     with pytest.raises(ValueError, match="at least 1"):
         with helper_threads(0):
             pass
@@ -40,7 +49,7 @@ def test_a_call_on_a_helper_thread_gets_a_pool_of_its_own():
         with helper_threads(1) as inner:
             return inner.submit(lambda: 7).result(timeout=10), inner
 
-    with helper_threads(1) as pool:
+    with kept_helpers(), helper_threads(1) as pool:
         value, inner = pool.submit(outer).result(timeout=20)
     assert value == 7 and inner is not pool
 
@@ -50,14 +59,15 @@ def _child_runs_a_task(queue):
         queue.put(pool.submit(lambda: 42).result(timeout=10))
 
 
-def test_a_forked_child_makes_its_own_pool():
-    with helper_threads(1) as pool:
-        pool.submit(lambda: None).result()  # the parent's pool has a thread the child lacks
-    ctx = multiprocessing.get_context("fork")
-    queue = ctx.Queue()
-    child = ctx.Process(target=_child_runs_a_task, args=(queue,))
-    child.start()
-    child.join(30)
+def test_a_child_forked_inside_a_block_makes_its_own_pool():
+    with kept_helpers():
+        with helper_threads(1) as pool:
+            pool.submit(lambda: None).result()  # the parent's pool has a thread the child lacks
+        ctx = multiprocessing.get_context("fork")
+        queue = ctx.Queue()
+        child = ctx.Process(target=_child_runs_a_task, args=(queue,))
+        child.start()
+        child.join(30)
     assert child.exitcode == 0 and queue.get(timeout=5) == 42
 
 
@@ -68,8 +78,9 @@ def test_torch_threads_restored_after_the_block():
     assert torch.get_num_threads() == before
 
 
-def test_concurrent_rank_calls_share_the_helpers_and_rank_as_one_call():
-    """Three fused rankings at once on the same kept helper: each the one-thread ranking."""
+def test_concurrent_rankings_in_chunks_rank_as_one_call():
+    """Three fused rankings at once, each in chunks that share its own kept helper (a server's
+    requests): each the one-thread ranking."""
     data = planted_data(n_users=120, n_items=40)
     sp = make_split(data, "temporal")
     fusion = ScoreFusion(0.3, "sigmoid", TifuScorer.build(data, sp["train"], TifuParams(k=10)))
@@ -77,7 +88,7 @@ def test_concurrent_rank_calls_share_the_helpers_and_rank_as_one_call():
     want = FusedRecommender(recommender(data, DNNTSPConfig(embed_dim=8, threads=1)), fusion).rank(data, everyone, 10)
     two = FusedRecommender(recommender(data, DNNTSPConfig(embed_dim=8, threads=2)), fusion)
     got: list = [None] * 3
-    callers = [threading.Thread(target=lambda i=i: got.__setitem__(i, two.rank(data, everyone, 10))) for i in range(3)]
+    callers = [threading.Thread(target=lambda i=i: got.__setitem__(i, rank_items(two, data, everyone, 10, chunk=40))) for i in range(3)]
     for t in callers:
         t.start()
     for t in callers:
