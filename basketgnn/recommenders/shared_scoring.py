@@ -16,6 +16,7 @@ batch's own entries.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from concurrent.futures import wait
 from typing import Any
@@ -30,6 +31,13 @@ from basketgnn.engine.threads import helper_threads, torch_threads
 from basketgnn.engine.trainer import ValidationRank
 from basketgnn.models.spec import BatchSource
 from basketgnn.scoring.candidates import SharedScores, fused_top_k
+
+#: Seconds one thread's validation takes before training's later validations run on several
+#: threads. Helper threads that ran torch's operations leave OpenMP state behind (a pool ends
+#: with its validation, but measured on DC the training steps after it still ran about 20%
+#: slower), so a validation that cannot save as much runs on the training thread alone: DC and
+#: TaFeng validate in 0.01-0.07 s, long histories (the realistic export) in 0.3-0.4 s.
+PARALLEL_VALIDATION_S = 0.15
 
 #: One batch's result: (shared row [I], instance of each entry [M], item [M], value [M]),
 #: float32 values, or None when the configuration has no shared form.
@@ -98,18 +106,25 @@ def run_shared(plan: SharedPlan, threads: int) -> SharedScores | None:
         return plan.assemble([f.result() for f in futures])
 
 
-def shared_ranking(score_sparse: Callable[[nn.Module, Any], Any], threads: int) -> ValidationRank:
+def shared_ranking(
+    score_sparse: Callable[[nn.Module, Any], Any], threads: int, parallel_after_s: float = PARALLEL_VALIDATION_S
+) -> ValidationRank:
     """Training's validation ranking (:data:`~basketgnn.engine.trainer.ValidationRank`) from
-    the scores in shared form, the batches (dense scoring's) on ``threads`` threads: the same
-    top k as the dense scores'. It answers None, so that the engine ranks the dense scores,
-    for a configuration without the shared form (from its first call on)."""
-    has_form = [True]
+    the scores in shared form: the same top k as the dense scores'. The first validation runs
+    on this thread; the later ones run their batches on ``threads`` helper threads when the
+    first took at least ``parallel_after_s`` seconds (the ranking is the same either way). It
+    answers None, so that the engine ranks the dense scores, for a configuration without the
+    shared form (from its first call on)."""
+    state = {"form": True, "threads": 1}
 
     def rank(module: nn.Module, source: BatchSource, device: torch.device, work: int, k: int) -> np.ndarray | None:
-        if not has_form[0]:
+        if not state["form"]:
             return None
-        scores = run_shared(shared_plan(module, score_sparse, source, device, SCORE_BATCH, work), threads)
-        has_form[0] = scores is not None
+        start = time.perf_counter()
+        scores = run_shared(shared_plan(module, score_sparse, source, device, SCORE_BATCH, work), state["threads"])
+        if time.perf_counter() - start >= parallel_after_s:
+            state["threads"] = threads
+        state["form"] = scores is not None
         return None if scores is None else fused_top_k(scores, k)[0]
 
     return rank

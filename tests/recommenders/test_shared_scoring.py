@@ -3,12 +3,15 @@ from it equal to the dense matrix's, whether the configuration has the shared fo
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 import torch
 
 from basketgnn.data.split import make_split
 from basketgnn.engine.batching import score_source
+from basketgnn.engine.threads import THREAD_PREFIX
 from basketgnn.engine.trainer import validation_metrics
 from basketgnn.models.dnntsp import DNNTSP, SPEC, DNNTSPConfig
 from basketgnn.recommenders.shared_scoring import run_shared, shared_plan, shared_ranking
@@ -55,23 +58,31 @@ def test_a_failing_batch_ends_the_others_then_goes_up():
 
 
 @pytest.mark.parametrize("user_context", [False, True])
-@pytest.mark.parametrize("threads", [1, 2])
-def test_validation_metrics_from_the_shared_form_equal_the_dense_ones(user_context, threads):
-    """user_context: no shared form (score_sparse gives None), so the dense path ranks."""
+@pytest.mark.parametrize("threads, parallel_after_s", [(1, 0.0), (2, 0.0), (2, float("inf"))])
+def test_validation_metrics_from_the_shared_form_equal_the_dense_ones(user_context, threads, parallel_after_s):
+    """user_context: no shared form (score_sparse gives None), so the dense path ranks. The
+    first validation runs on the calling thread, the later ones on the helpers when the first
+    took parallel_after_s or longer."""
     data, validate, module, source = module_and_source(user_context)
     device = torch.device("cpu")
     dense = validation_metrics(module, source, data, validate, device, 0)
-    calls = []
+    calls: list[list[str]] = [[], []]
 
     def counted(module, batch):
-        calls.append(1)
+        calls[len(asked)].append(threading.current_thread().name)
         return SPEC.score_sparse(module, batch)
 
-    rank = shared_ranking(counted, threads)
-    asked = []
+    rank = shared_ranking(counted, threads, parallel_after_s)
+    asked: list[int] = []
     for _ in range(2):
         assert validation_metrics(module, source, data, validate, device, 0, rank) == dense
-        asked.append(len(calls))
+        asked.append(1)
     assert 0 < dense["recall@20"] < 1  # a ranking that is neither empty nor perfect
-    # A configuration without the shared form is asked in the first validation only.
-    assert asked[1] == (asked[0] if user_context else 2 * asked[0]) and asked[0] > 0
+    first, second = calls
+    assert first and all(name == threading.current_thread().name for name in first)
+    if user_context:  # asked in the first validation only
+        assert second == []
+    elif threads > 1 and parallel_after_s == 0.0:
+        assert len(second) == len(first) and all(name.startswith(THREAD_PREFIX) for name in second)
+    else:
+        assert second == first
