@@ -35,8 +35,9 @@ from basketgnn.scoring.candidates import SharedScores, fused_top_k
 #: Seconds one thread's validation takes before training's later validations run on several
 #: threads. Helper threads that ran torch's operations leave OpenMP state behind (a pool ends
 #: with its validation, but measured on DC the training steps after it still ran about 20%
-#: slower), so a validation that cannot save as much runs on the training thread alone: DC and
-#: TaFeng validate in 0.01-0.07 s, long histories (the realistic export) in 0.3-0.4 s.
+#: slower), so a validation that cannot save as much runs on the training thread alone, densely
+#: as the engine does: DC and TaFeng validate in 0.01-0.08 s, long histories (the realistic
+#: export) in 0.3-0.4 s.
 PARALLEL_VALIDATION_S = 0.15
 
 #: One batch's result: (shared row [I], instance of each entry [M], item [M], value [M]),
@@ -110,21 +111,22 @@ def shared_ranking(
     score_sparse: Callable[[nn.Module, Any], Any], threads: int, parallel_after_s: float = PARALLEL_VALIDATION_S
 ) -> ValidationRank:
     """Training's validation ranking (:data:`~basketgnn.engine.trainer.ValidationRank`) from
-    the scores in shared form: the same top k as the dense scores'. The first validation runs
-    on this thread; the later ones run their batches on ``threads`` helper threads when the
-    first took at least ``parallel_after_s`` seconds (the ranking is the same either way). It
-    answers None, so that the engine ranks the dense scores, for a configuration without the
-    shared form (from its first call on)."""
-    state = {"form": True, "threads": 1}
+    the scores in shared form on ``threads`` helper threads: the same top k as the dense
+    scores'. The first validation runs in shared form on this thread; when it took at least
+    ``parallel_after_s`` seconds (and ``threads`` > 1) the later ones run on the helpers, else
+    they answer None and the engine ranks the dense scores on the training thread, as without
+    this ranking (so does a configuration without the shared form). The ranking is the same
+    either way."""
+    state = {"use": True, "threads": 1}
 
     def rank(module: nn.Module, source: BatchSource, device: torch.device, work: int, k: int) -> np.ndarray | None:
-        if not state["form"]:
+        if not state["use"]:
             return None
         start = time.perf_counter()
         scores = run_shared(shared_plan(module, score_sparse, source, device, SCORE_BATCH, work), state["threads"])
-        if time.perf_counter() - start >= parallel_after_s:
+        if state["threads"] == 1:  # the first call: parallel from now on, or the dense path
+            state["use"] = scores is not None and threads > 1 and time.perf_counter() - start >= parallel_after_s
             state["threads"] = threads
-        state["form"] = scores is not None
         return None if scores is None else fused_top_k(scores, k)[0]
 
     return rank

@@ -61,8 +61,8 @@ def test_a_failing_batch_ends_the_others_then_goes_up():
 @pytest.mark.parametrize("threads, parallel_after_s", [(1, 0.0), (2, 0.0), (2, float("inf"))])
 def test_validation_metrics_from_the_shared_form_equal_the_dense_ones(user_context, threads, parallel_after_s):
     """user_context: no shared form (score_sparse gives None), so the dense path ranks. The
-    first validation runs on the calling thread, the later ones on the helpers when the first
-    took parallel_after_s or longer."""
+    first validation runs in shared form on the calling thread; the later ones on the helpers
+    when it took parallel_after_s or longer and there are helpers, else densely."""
     data, validate, module, source = module_and_source(user_context)
     device = torch.device("cpu")
     dense = validation_metrics(module, source, data, validate, device, 0)
@@ -80,9 +80,7 @@ def test_validation_metrics_from_the_shared_form_equal_the_dense_ones(user_conte
     assert 0 < dense["recall@20"] < 1  # a ranking that is neither empty nor perfect
     first, second = calls
     assert first and all(name == threading.current_thread().name for name in first)
-    if user_context:  # asked in the first validation only
-        assert second == []
-    elif threads > 1 and parallel_after_s == 0.0:
+    if threads > 1 and parallel_after_s == 0.0 and not user_context:
         assert len(second) == len(first) and all(name.startswith(THREAD_PREFIX) for name in second)
-    else:
-        assert second == first
+    else:  # no shared form, or no gain from the helpers: the engine's dense ranking
+        assert second == []
