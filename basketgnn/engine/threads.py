@@ -12,7 +12,7 @@ numba's thread state) every time. Inside :func:`kept_helpers` (``rank_items`` an
 The pools end with that block: no helper thread outlives the job it served. A live helper that
 has run torch's operations keeps OpenMP state, and while a process holds more such threads than
 cores libgomp spins less before it sleeps, so the process's later OpenMP work (a training run:
-small operations, many parallel regions) runs up to twice as slowly.
+small operations, many parallel regions) runs markedly slower.
 
 Outside such a block, and on a helper thread itself (a part that scores: waiting on the pool it
 occupies could wait for ever), each call gets a pool of its own that ends with the call. A

@@ -33,11 +33,10 @@ from basketgnn.models.spec import BatchSource
 from basketgnn.scoring.candidates import SharedScores, fused_top_k
 
 #: Seconds one thread's validation takes before training's later validations run on several
-#: threads. Helper threads that ran torch's operations leave OpenMP state behind (a pool ends
-#: with its validation, but measured on DC the training steps after it still ran about 20%
-#: slower), so a validation that cannot save as much runs on the training thread alone, densely
-#: as the engine does: DC and TaFeng validate in 0.01-0.08 s, long histories (the realistic
-#: export) in 0.3-0.4 s.
+#: threads. Helper threads that ran torch's operations leave OpenMP state behind that slows the
+#: training steps after them even when their pool has ended, so a validation too short to save
+#: more than that runs on the training thread alone, densely as the engine does: short
+#: histories validate well under this bound, long ones (hundreds of nodes a customer) above it.
 PARALLEL_VALIDATION_S = 0.15
 
 #: One batch's result: (shared row [I], instance of each entry [M], item [M], value [M]),
@@ -117,16 +116,17 @@ def shared_ranking(
     they answer None and the engine ranks the dense scores on the training thread, as without
     this ranking (so does a configuration without the shared form). The ranking is the same
     either way."""
-    state = {"use": True, "threads": 1}
+    state = {"first": True, "use": True}
 
     def rank(module: nn.Module, source: BatchSource, device: torch.device, work: int, k: int) -> np.ndarray | None:
         if not state["use"]:
             return None
         start = time.perf_counter()
-        scores = run_shared(shared_plan(module, score_sparse, source, device, SCORE_BATCH, work), state["threads"])
-        if state["threads"] == 1:  # the first call: parallel from now on, or the dense path
+        plan = shared_plan(module, score_sparse, source, device, SCORE_BATCH, work)
+        scores = run_shared(plan, 1 if state["first"] else threads)
+        if state["first"]:  # it decides: on the helpers from now on, or the dense path
             state["use"] = scores is not None and threads > 1 and time.perf_counter() - start >= parallel_after_s
-            state["threads"] = threads
+            state["first"] = False
         return None if scores is None else fused_top_k(scores, k)[0]
 
     return rank
