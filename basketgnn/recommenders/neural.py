@@ -96,18 +96,19 @@ class NeuralRecommender:
             raise UserError(f"{self.name} needs validation instances to choose its best epoch.")
         self.model, self.result = train_model(
             self.spec, data, train, validate, self.config, self.out_dir, self.progress, self.on_epoch,
-            warm_start=self.warm_start, extras=self.extras, validation_rank=self._validation_rank(),
+            warm_start=self.warm_start, extras=self.extras, validation_rank=self._validation_rank(data.n_items),
         )
         self.item_ids = data.item_ids
         return self
 
-    def _validation_rank(self) -> ValidationRank | None:
+    def _validation_rank(self, n_items: int) -> ValidationRank | None:
         """How training validates: from the scores in shared form on the scoring threads where
-        the spec has that form (the same ranking as the dense scores', on several threads, and
-        without the [n, I] matrix), else the engine's dense ranking."""
+        the spec has that form and validation is long enough to gain from the threads (the same
+        ranking as the dense scores', without the [n, I] matrix), else the engine's dense
+        ranking (:func:`shared_ranking`)."""
         if self.spec.score_sparse is None:
             return None
-        return shared_ranking(self.spec.score_sparse, self.threads)
+        return shared_ranking(self.spec.score_sparse, self.threads, n_items)
 
     @property
     def threads(self) -> int:

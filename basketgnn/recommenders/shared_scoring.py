@@ -26,17 +26,19 @@ import torch
 from torch import nn
 
 from basketgnn.data.dataset import _offsets
-from basketgnn.engine.batching import SCORE_BATCH, length_batches, source_sizes
+from basketgnn.engine.batching import SCORE_BATCH, length_batches, score_source, source_sizes
 from basketgnn.engine.threads import helper_threads, torch_threads
 from basketgnn.engine.trainer import ValidationRank
+from basketgnn.metrics import top_k
 from basketgnn.models.spec import BatchSource
 from basketgnn.scoring.candidates import SharedScores, fused_top_k
 
-#: Seconds one thread's validation takes before training's later validations run on several
-#: threads. Helper threads that ran torch's operations leave OpenMP state behind that slows the
-#: training steps after them even when their pool has ended, so a validation too short to save
-#: more than that runs on the training thread alone, densely as the engine does: short
-#: histories validate well under this bound, long ones (hundreds of nodes a customer) above it.
+#: Seconds the first (dense, one-thread) validation takes before training's later validations
+#: run in shared form on several threads. Helper threads that ran torch's operations leave
+#: OpenMP state behind that slows the training steps after them even when their pool has ended,
+#: so a validation too short to save more than that stays on the training thread, dense as the
+#: engine's: short histories validate well under this bound, long ones (hundreds of nodes a
+#: customer) above it.
 PARALLEL_VALIDATION_S = 0.15
 
 #: One batch's result: (shared row [I], instance of each entry [M], item [M], value [M]),
@@ -107,26 +109,34 @@ def run_shared(plan: SharedPlan, threads: int) -> SharedScores | None:
 
 
 def shared_ranking(
-    score_sparse: Callable[[nn.Module, Any], Any], threads: int, parallel_after_s: float = PARALLEL_VALIDATION_S
+    score_sparse: Callable[[nn.Module, Any], Any],
+    threads: int,
+    n_items: int,
+    parallel_after_s: float | None = None,
 ) -> ValidationRank:
-    """Training's validation ranking (:data:`~basketgnn.engine.trainer.ValidationRank`) from
-    the scores in shared form on ``threads`` helper threads: the same top k as the dense
-    scores'. The first validation runs in shared form on this thread; when it took at least
-    ``parallel_after_s`` seconds (and ``threads`` > 1) the later ones run on the helpers, else
-    they answer None and the engine ranks the dense scores on the training thread, as without
-    this ranking (so does a configuration without the shared form). The ranking is the same
-    either way."""
-    state = {"first": True, "use": True}
+    """Training's validation ranking (:data:`~basketgnn.engine.trainer.ValidationRank`), the
+    same top k as the dense scores' either way. The first validation ranks the dense scores on
+    this thread, as the engine does, and it decides: when it took at least ``parallel_after_s``
+    seconds (default :data:`PARALLEL_VALIDATION_S`) and ``threads`` > 1, the later ones rank
+    the scores in shared form on ``threads`` helper threads; else they answer None and the
+    engine ranks the dense scores, so a run that validates on one thread never runs the shared
+    form. A configuration without the shared form answers None from then on."""
+    state = {"first": True, "use": threads > 1}
+    after_s = PARALLEL_VALIDATION_S if parallel_after_s is None else parallel_after_s
 
     def rank(module: nn.Module, source: BatchSource, device: torch.device, work: int, k: int) -> np.ndarray | None:
         if not state["use"]:
             return None
-        start = time.perf_counter()
-        plan = shared_plan(module, score_sparse, source, device, SCORE_BATCH, work)
-        scores = run_shared(plan, 1 if state["first"] else threads)
-        if state["first"]:  # it decides: on the helpers from now on, or the dense path
-            state["use"] = scores is not None and threads > 1 and time.perf_counter() - start >= parallel_after_s
+        if state["first"]:  # it decides: on the helpers from now on, or the engine's dense path
             state["first"] = False
-        return None if scores is None else fused_top_k(scores, k)[0]
+            start = time.perf_counter()
+            ranked = top_k(score_source(module, source, n_items, device, SCORE_BATCH, work), k)
+            state["use"] = time.perf_counter() - start >= after_s
+            return ranked
+        scores = run_shared(shared_plan(module, score_sparse, source, device, SCORE_BATCH, work), threads)
+        if scores is None:
+            state["use"] = False
+            return None
+        return fused_top_k(scores, k)[0]
 
     return rank

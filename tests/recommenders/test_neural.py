@@ -75,11 +75,14 @@ def test_scoring_before_training_and_a_catalogue_mismatch_are_errors():
     assert DNNTSP is type(rec.model)
 
 
-def test_training_validates_from_the_shared_scores_with_the_dense_rankings_metrics():
-    """fit hands the engine the shared-form ranking on the scoring threads; the engine alone
-    ranks the dense scores: the same epochs, losses and validation metrics."""
+def test_training_validates_from_the_shared_scores_with_the_dense_rankings_metrics(monkeypatch):
+    """fit hands the engine the shared-form ranking on the scoring threads (here for a
+    validation of any length); the engine alone ranks the dense scores: the same epochs,
+    losses and validation metrics."""
     from basketgnn.engine.trainer import train_model
+    from basketgnn.recommenders import shared_scoring
 
+    monkeypatch.setattr(shared_scoring, "PARALLEL_VALIDATION_S", 0.0)
     data = planted_data(n_users=80)
     sp = make_split(data, "temporal")
     config = DNNTSPConfig(lr=1e-2, batch_size=32, embed_dim=16, epochs=3, threads=2)
@@ -91,7 +94,7 @@ def test_training_validates_from_the_shared_scores_with_the_dense_rankings_metri
 
     rec = NeuralRecommender(dataclasses.replace(SPEC, score_sparse=counted), config)
     rec.fit(data, sp["train"], sp["validate"])
-    assert calls  # validation ranked from the shared form
+    assert calls  # the later validations ranked from the shared form
     _, dense = train_model(SPEC, data, sp["train"], sp["validate"], config, progress=False)
 
     def logged(history):

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from basketgnn.data.split import make_split
-from basketgnn.engine.batching import score_source
+from basketgnn.engine.batching import SCORE_BATCH, score_source
 from basketgnn.engine.threads import THREAD_PREFIX
 from basketgnn.engine.trainer import validation_metrics
 from basketgnn.models.dnntsp import DNNTSP, SPEC, DNNTSPConfig
@@ -61,26 +61,33 @@ def test_a_failing_batch_ends_the_others_then_goes_up():
 @pytest.mark.parametrize("threads, parallel_after_s", [(1, 0.0), (2, 0.0), (2, float("inf"))])
 def test_validation_metrics_from_the_shared_form_equal_the_dense_ones(user_context, threads, parallel_after_s):
     """user_context: no shared form (score_sparse gives None), so the dense path ranks. The
-    first validation runs in shared form on the calling thread; the later ones on the helpers
-    when it took parallel_after_s or longer and there are helpers, else densely."""
+    first validation ranks the dense scores on the calling thread; the later ones the shared
+    form on the helpers when it took parallel_after_s or longer and there are helpers, else the
+    engine's dense scores (as they do once a shared pass finds no shared form)."""
     data, validate, module, source = module_and_source(user_context)
     device = torch.device("cpu")
     dense = validation_metrics(module, source, data, validate, device, 0)
-    calls: list[list[str]] = [[], []]
+    calls: list[list[str]] = [[], [], []]
 
     def counted(module, batch):
         calls[len(asked)].append(threading.current_thread().name)
         return SPEC.score_sparse(module, batch)
 
-    rank = shared_ranking(counted, threads, parallel_after_s)
+    rank = shared_ranking(counted, threads, data.n_items, parallel_after_s)
     asked: list[int] = []
-    for _ in range(2):
+    for _ in range(3):
         assert validation_metrics(module, source, data, validate, device, 0, rank) == dense
         asked.append(1)
     assert 0 < dense["recall@20"] < 1  # a ranking that is neither empty nor perfect
-    first, second = calls
-    assert first and all(name == threading.current_thread().name for name in first)
-    if threads > 1 and parallel_after_s == 0.0 and not user_context:
-        assert len(second) == len(first) and all(name.startswith(THREAD_PREFIX) for name in second)
-    else:  # no shared form, or no gain from the helpers: the engine's dense ranking
-        assert second == []
+    first, second, third = calls
+    assert first == []  # the first validation never runs the shared form
+    helpers = threads > 1 and parallel_after_s == 0.0
+    n_batches = -(-len(source) // SCORE_BATCH)
+    if helpers:
+        assert len(second) == n_batches and all(name.startswith(THREAD_PREFIX) for name in second)
+        if user_context:
+            assert third == []
+        else:
+            assert len(third) == n_batches and all(name.startswith(THREAD_PREFIX) for name in third)
+    else:  # no gain from the helpers: the engine's dense ranking
+        assert second == third == []
