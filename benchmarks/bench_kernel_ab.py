@@ -33,7 +33,7 @@ import numpy as np
 import torch
 from bench_absent_rows import largest_difference
 from bench_scoring import shared_from
-from common import load_run, shared_dataset
+from common import in_turn, load_run, shared_dataset
 
 
 def load_old(path: str, name: str):
@@ -50,8 +50,7 @@ def alternating(rounds: int, variants: dict, run) -> dict[str, list[float]]:
     every round."""
     seconds: dict[str, list[float]] = {k: [] for k in variants}
     for r in range(rounds):
-        order = list(variants.items()) if r % 2 == 0 else list(reversed(variants.items()))
-        for label, module in order:
+        for label, module in in_turn(list(variants.items()), r):
             seconds[label] += run(label, module, r)
     return seconds
 

@@ -5,8 +5,9 @@ they write the same ranked rows: customers/s of `recommend`'s code path on 1 and
     flock /tmp/basketgnn-timing.lock python benchmarks/bench_real_scoring.py \\
         --checkpoint /work/serve-real/realistic/best.pt --old /work/main --rounds 3
 
-Each round runs, for each code (old, then this checkout), a fresh worker process with
-PYTHONPATH set to that code's folder. The worker loads the checkpoint (and its data, or
+Each round runs, for each code (old first in even rounds, this checkout first in odd ones:
+the VM's drift within a round falls on each in turn), a fresh worker process with PYTHONPATH
+set to that code's folder. The worker loads the checkpoint (and its data, or
 ``--data``), ranks ``--warmup`` customers untimed on each thread count (one-time costs: the
 compiled kernels' cache, torch's first calls, the fusion's first search), then for each of
 ``--threads`` writes every customer's top ``--k`` with
@@ -102,14 +103,14 @@ def main() -> None:
     if args.old is None:
         ap.error("--old is required")
     sys.path.insert(0, str(PROJECT))
-    from benchmarks.common import append_result
+    from benchmarks.common import append_result, in_turn
     codes = (("old", args.old.resolve()), ("new", PROJECT))
     base = {"checkpoint": str(args.checkpoint), "data": str(args.data) if args.data else None, "k": args.k,
             "tag": args.tag, "old": str(args.old.resolve())}  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="bench-real-scoring-") as tmp:
         for r in range(args.rounds):
             outs = {}
-            for label, code in codes:
+            for label, code in in_turn(codes, r):
                 out = Path(tmp) / f"r{r}-{label}"
                 cmd = [sys.executable, __file__, "--worker", str(out), "--checkpoint", str(args.checkpoint),
                        "--k", str(args.k), "--warmup", str(args.warmup), "--threads", *map(str, args.threads)]  # fmt: skip

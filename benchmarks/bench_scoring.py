@@ -73,7 +73,7 @@ from basketgnn.workflow.recommendations import (  # noqa: E402
     recommendation_table,
     write_recommendation_parts,
 )
-from benchmarks.common import PROJECT, append_result, peak_rss_mb  # noqa: E402
+from benchmarks.common import PROJECT, append_result, in_turn, peak_rss_mb  # noqa: E402
 
 CHUNK = 2048  # customers ranked together (workflow.harness.rank_items' chunk)
 #: The checkpoint layouts this script converts between (module docstring).
@@ -294,7 +294,8 @@ def shared_from(base: NeuralRecommender, source, n: int, device) -> SharedScores
 # --- old against new, as subprocesses -------------------------------------------------------
 
 def compare_old(args: argparse.Namespace, base: dict, folder: Path) -> None:
-    """`basketgnn recommend` with the old and this code, alternating, ``--rounds`` times."""
+    """`basketgnn recommend` with the old and this code, alternating (the order flipped every
+    round), ``--rounds`` times."""
     exe = Path(sys.executable).with_name("basketgnn")
     codes = (("old", args.compare_old.resolve()), ("new", PROJECT))
     checkpoints = {}
@@ -304,7 +305,7 @@ def compare_old(args: argparse.Namespace, base: dict, folder: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         outs = {}
         for r in range(args.rounds):
-            for label, path in codes:
+            for label, path in in_turn(codes, r):
                 checkpoint, fmt = checkpoints[label]
                 out = Path(tmp) / f"{label}.parquet"
                 cmd = [str(exe), "recommend", "--checkpoint", str(checkpoint), "--out", str(out), "--k", str(args.k)]

@@ -22,6 +22,12 @@ def shared_dataset(name: str) -> Path:
     return path
 
 
+def in_turn(items: list | tuple, round_: int) -> list:
+    """The codes or variants of an alternating timing in this round's order: as given in even
+    rounds, reversed in odd ones, so the VM's drift within a round falls on each in turn."""
+    return list(items) if round_ % 2 == 0 else list(reversed(items))
+
+
 def peak_rss_mb() -> float:
     """Peak resident memory of this process so far, in MB (Linux reports KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
