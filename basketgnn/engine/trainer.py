@@ -107,6 +107,14 @@ def setup_torch(config: TrainOptions) -> torch.device:
 ValidationRank = Callable[[nn.Module, BatchSource, torch.device, int, int], "np.ndarray | None"]
 
 
+def dense_ranking(
+    module: nn.Module, source: BatchSource, n_items: int, device: torch.device, work: int, k: int
+) -> np.ndarray:
+    """Every instance's top k items by the module's dense scores, best first, ties to the lower
+    item: the engine's own validation ranking. Shapes: -> [len(source), k] int64."""
+    return top_k(score_source(module, source, n_items, device, SCORE_BATCH, work), k)
+
+
 def validation_metrics(
     module: nn.Module,
     source: BatchSource,
@@ -123,7 +131,7 @@ def validation_metrics(
     ks = usable_ks(KS, data.n_items)
     ranked = rank(module, source, device, work, max(ks)) if rank is not None else None
     if ranked is None:
-        ranked = top_k(score_source(module, source, data.n_items, device, SCORE_BATCH, work), max(ks))
+        ranked = dense_ranking(module, source, data.n_items, device, work, max(ks))
     targets = data.targets(validate.users, validate.n_history)
     m = ranking_metrics(ranked, targets.values, targets.offsets, data.n_items, ks=ks)
     m["mean_ndcg"] = float(np.mean([m[f"ndcg@{k}"] for k in ks]))

@@ -7,8 +7,9 @@ several kept helper threads (:func:`run_shared`).
 Ranking reads a few candidates per instance from the result
 (:func:`basketgnn.scoring.candidates.fused_top_k`), with the same items, values and ties as
 ranking the dense [n, I] matrix that ``module(batch)`` gives. ``NeuralRecommender.rank`` ranks
-this way, and so does training's validation (:func:`shared_ranking`, handed to the engine),
-where the model's configuration has that form.
+this way, and so do training's validations after the first (:func:`shared_ranking`, handed
+to the engine) where the model's configuration has that form and validation is long enough to
+gain from several threads.
 
 Shapes: n instances of a :class:`~basketgnn.models.spec.BatchSource`, I catalogue items, M a
 batch's own entries.
@@ -26,10 +27,9 @@ import torch
 from torch import nn
 
 from basketgnn.data.dataset import _offsets
-from basketgnn.engine.batching import SCORE_BATCH, length_batches, score_source, source_sizes
+from basketgnn.engine.batching import SCORE_BATCH, length_batches, source_sizes
 from basketgnn.engine.threads import helper_threads, torch_threads
-from basketgnn.engine.trainer import ValidationRank
-from basketgnn.metrics import top_k
+from basketgnn.engine.trainer import ValidationRank, dense_ranking
 from basketgnn.models.spec import BatchSource
 from basketgnn.scoring.candidates import SharedScores, fused_top_k
 
@@ -130,7 +130,7 @@ def shared_ranking(
         if state["first"]:  # it decides: on the helpers from now on, or the engine's dense path
             state["first"] = False
             start = time.perf_counter()
-            ranked = top_k(score_source(module, source, n_items, device, SCORE_BATCH, work), k)
+            ranked = dense_ranking(module, source, n_items, device, work, k)
             state["use"] = time.perf_counter() - start >= after_s
             return ranked
         scores = run_shared(shared_plan(module, score_sparse, source, device, SCORE_BATCH, work), threads)
