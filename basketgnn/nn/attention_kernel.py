@@ -31,6 +31,11 @@ exponentials, :func:`_key_sums`) stays as the reference and for nodes whose scor
 wider than a shifted exponential can hold. The helpers are inlined (``inline="always"``), so
 the loops compile as one function.
 
+The values may be narrower than the queries and keys (d_v per head in place of d_head): a_t and
+z are linear in the values, so values projected onto fixed directions beforehand give those
+directions' projections of a_t and z (``MaskedTemporalSelfAttention.forward_nodes_dot``: the
+readout's w_agg and the scorer's w_o, two numbers per head).
+
 Shapes: R rows, M nodes, P_b present rows in the batch, H heads.
 """
 
@@ -51,7 +56,7 @@ _JIT = {**jit_options(__file__), "error_model": "numpy"}
 
 @numba.njit(**_JIT)
 def _bought_once(
-    qkv, r0, r1, p, L, w_agg, has_w, heads, d_head, mean_heads, scale, log_n, s, vw, hw, out
+    qkv, r0, r1, p, L, w_agg, has_w, heads, d_head, d_v, mean_heads, scale, log_n, s, vw, hw, out
 ):  # pragma: no cover - jit
     """:func:`attention_readout` of a node with one purchase (at p; keys: absent row r0,
     present row r1), with the general path's operations in the same order: the same bits.
@@ -62,7 +67,7 @@ def _bought_once(
     node's row)."""
     HD = heads * d_head
     for h in range(heads):
-        q0, k0, v0 = h * d_head, HD + h * d_head, 2 * HD + h * d_head
+        q0, k0, v0 = h * d_head, HD + h * d_head, 2 * HD + h * d_v
         s00 = s01 = s10 = s11 = vw0 = vw1 = 0.0
         for i in range(d_head):
             s00 += qkv[r0, q0 + i] * qkv[r0, k0 + i]
@@ -74,10 +79,10 @@ def _bought_once(
             s11 += qkv[r1, q0 + i] * qkv[r1, k0 + i]
         s[h, 0, 0], s[h, 0, 1], s[h, 1, 0], s[h, 1, 1] = s00 * scale, s01 * scale, s10 * scale, s11 * scale
         if has_w:
-            w0 = 0 if mean_heads else h * d_head
-            for i in range(d_head):
+            w0 = 0 if mean_heads else h * d_v
+            for i in range(d_v):
                 vw0 += qkv[r0, v0 + i] * w_agg[w0 + i]
-            for i in range(d_head):
+            for i in range(d_v):
                 vw1 += qkv[r1, v0 + i] * w_agg[w0 + i]
             if mean_heads:
                 vw0, vw1 = vw0 / heads, vw1 / heads
@@ -112,16 +117,16 @@ def _bought_once(
     for k in range(out.shape[0]):
         out[k] = 0.0
     for h in range(heads):
-        v0 = 2 * HD + h * d_head
+        v0 = 2 * HD + h * d_v
         c0, c1 = hw[h, 2], hw[h, 3]
-        for i in range(d_head):
+        for i in range(d_v):
             z = 0.0
             z += c0 * qkv[r0, v0 + i]
             z += c1 * qkv[r1, v0 + i]
             if mean_heads:
                 out[i] += z / heads
             else:
-                out[h * d_head + i] = z
+                out[h * d_v + i] = z
 
 
 @numba.njit(**_JIT, inline="always")
@@ -139,7 +144,7 @@ def _two_keys(hw, col, n, heads, has_w, inv):  # pragma: no cover - jit
 
 @numba.njit(**_JIT)
 def _once_closed(
-    qkv, r0, r1, p, L, w_agg, has_w, heads, d_head, mean_heads, scale, hw, inv, out
+    qkv, r0, r1, p, L, w_agg, has_w, heads, d_head, d_v, mean_heads, scale, hw, inv, out
 ):  # pragma: no cover - jit
     """:func:`attention_readout` of a node with one purchase (at p < L; keys: absent row r0,
     present row r1) in closed form (:func:`_closed_key_sums` for D = 2): t < p sees the absent
@@ -150,16 +155,20 @@ def _once_closed(
     Shapes: hw [heads, 8], inv [heads] scratch; out [d_out] (the node's row)."""
     HD = heads * d_head
     for h in range(heads):
-        q0, k0, v0 = h * d_head, HD + h * d_head, 2 * HD + h * d_head
-        w0 = 0 if mean_heads else h * d_head
+        q0, k0, v0 = h * d_head, HD + h * d_head, 2 * HD + h * d_v
+        w0 = 0 if mean_heads else h * d_v
         s00 = s01 = s10 = s11 = vw0 = vw1 = 0.0
-        for i in range(d_head):  # six independent sums, each over i in order
+        for i in range(d_head):  # independent sums, each over i in order
             qa, qb, ka, kb = qkv[r0, q0 + i], qkv[r1, q0 + i], qkv[r0, k0 + i], qkv[r1, k0 + i]
             s00 += qa * ka
             s01 += qa * kb
             s10 += qb * ka
             s11 += qb * kb
-            if has_w:
+            if has_w and d_v == d_head:
+                vw0 += qkv[r0, v0 + i] * w_agg[w0 + i]
+                vw1 += qkv[r1, v0 + i] * w_agg[w0 + i]
+        if has_w and d_v != d_head:
+            for i in range(d_v):
                 vw0 += qkv[r0, v0 + i] * w_agg[w0 + i]
                 vw1 += qkv[r1, v0 + i] * w_agg[w0 + i]
         if mean_heads:
@@ -203,28 +212,30 @@ def _once_closed(
     for k in range(out.shape[0]):
         out[k] = 0.0
     for h in range(heads):
-        v0 = 2 * HD + h * d_head
+        v0 = 2 * HD + h * d_v
         c0 = hw[h, 6] + hw[h, 0] * hw[h, 2]
         c1 = hw[h, 7] + hw[h, 1] * hw[h, 3]
-        for i in range(d_head):
+        for i in range(d_v):
             z = c0 * qkv[r0, v0 + i] + c1 * qkv[r1, v0 + i]
             if mean_heads:
                 out[i] += z / heads
             else:
-                out[h * d_head + i] = z
+                out[h * d_v + i] = z
 
 
 @numba.njit(**_JIT)
 def attention_readout(
-    qkv, absent_row, node_offsets, node_rows, node_times, lengths, w_agg, heads, d_head, mean_heads, out,
+    qkv, absent_row, node_offsets, node_rows, node_times, lengths, w_agg, heads, d_head, d_v, mean_heads, out,
     once_path=True, closed_form=True,
 ):  # pragma: no cover - jit
     """Each node's aggregated attention output into ``out`` (see the module docstring).
 
-    Shapes: qkv [R, 3 H d_head] (q, k, v blocks, head-major within each); absent_row [M];
+    Shapes: qkv [R, 2 H d_head + H d_v] (q, k, v blocks, head-major within each; d_v, the
+    values' width per head, is d_head for the attention's own values, or the width of values
+    projected further, :func:`aggregated`); absent_row [M];
     node_offsets [M + 1] into node_rows, node_times [P_b] (each node's present rows in time
-    order); lengths [M]; w_agg [H d_head] (concat) or [d_head] (mean), or empty for the "last"
-    readout; out [M, H d_head] (concat) or [M, d_head] (mean), overwritten. ``closed_form``
+    order); lengths [M]; w_agg [H d_v] (concat) or [d_v] (mean), or empty for the "last"
+    readout; out [M, H d_v] (concat) or [M, d_v] (mean), overwritten. ``closed_form``
     (default): each node's key sums from its exponentials taken once
     (:func:`_closed_key_sums`, :func:`_once_closed` for nodes bought once; equal up to float
     rounding); False: the softmax at every t
@@ -258,26 +269,26 @@ def attention_readout(
         D = P + 1
         L = lengths[m]
         if P == 1 and closed_form:  # bought once (most nodes): two keys
-            _once_closed(qkv, absent_row[m], node_rows[o], node_times[o], L, w_agg, has_w, heads, d_head,
+            _once_closed(qkv, absent_row[m], node_rows[o], node_times[o], L, w_agg, has_w, heads, d_head, d_v,
                          mean_heads, scale, hw, nrm, out[m])  # fmt: skip
             continue
         if P == 1 and once_path:  # the same operations as the general loop, without the loops
-            _bought_once(qkv, absent_row[m], node_rows[o], node_times[o], L, w_agg, has_w, heads, d_head,
+            _bought_once(qkv, absent_row[m], node_rows[o], node_times[o], L, w_agg, has_w, heads, d_head, d_v,
                          mean_heads, scale, log_n, s, vw, hw, out[m])  # fmt: skip
             continue
         rows[0] = absent_row[m]
         for j in range(P):
             rows[j + 1] = node_rows[o + j]
-        _scores(qkv, rows, D, w_agg, has_w, heads, d_head, mean_heads, scale, s, vw)
+        _scores(qkv, rows, D, w_agg, has_w, heads, d_head, d_v, mean_heads, scale, s, vw)
         if not closed_form or not _shifted_exps(s, D, heads, e):
             _key_sums(s, vw, node_times[o : o + P], L, has_w, heads, log_n, w, cs)
         else:
             _closed_key_sums(e, vw, node_times[o : o + P], L, has_w, heads, pre, g, nrm, cs)
-        _node_output(qkv, rows, D, cs, heads, d_head, mean_heads, out[m])
+        _node_output(qkv, rows, D, cs, heads, d_v, mean_heads, out[m])
 
 
 @numba.njit(**_JIT, inline="always")
-def _scores(qkv, rows, D, w_agg, has_w, heads, d_head, mean_heads, scale, s, vw):  # pragma: no cover - jit
+def _scores(qkv, rows, D, w_agg, has_w, heads, d_head, d_v, mean_heads, scale, s, vw):  # pragma: no cover - jit
     """Into ``s[h, c, y]`` the scaled scores of a node's D rows that its weights read: the
     absent column's (c = 0) with every key column y, a present column c's with the keys
     y <= c (it queries at its purchase, before the later keys are visible); the other entries
@@ -287,7 +298,7 @@ def _scores(qkv, rows, D, w_agg, has_w, heads, d_head, mean_heads, scale, s, vw)
     # Each sum runs over i in order from 0.0; i is the outer loop so that the sums are
     # independent chains (one dependent chain per sum stalls on the adder's latency).
     for h in range(heads):
-        q0, k0, v0 = h * d_head, HD + h * d_head, 2 * HD + h * d_head
+        q0, k0, v0 = h * d_head, HD + h * d_head, 2 * HD + h * d_v
         for c in range(D):
             for y in range(D if c == 0 else c + 1):
                 s[h, c, y] = 0.0
@@ -300,10 +311,10 @@ def _scores(qkv, rows, D, w_agg, has_w, heads, d_head, mean_heads, scale, s, vw)
             for y in range(D if c == 0 else c + 1):
                 s[h, c, y] *= scale
         if has_w:
-            w0 = 0 if mean_heads else h * d_head
+            w0 = 0 if mean_heads else h * d_v
             for y in range(D):
                 vw[h, y] = 0.0
-            for i in range(d_head):
+            for i in range(d_v):
                 for y in range(D):
                     vw[h, y] += qkv[rows[y], v0 + i] * w_agg[w0 + i]
             if mean_heads:
@@ -477,22 +488,22 @@ def _closed_key_sums(e, vw, times, L, has_w, heads, pre, g, nrm, cs):  # pragma:
 
 
 @numba.njit(**_JIT, inline="always")
-def _node_output(qkv, rows, D, cs, heads, d_head, mean_heads, out):  # pragma: no cover - jit
-    """A node's output row ``out`` (overwritten): each head's values weighted by ``cs``,
-    concatenated, or averaged over the heads."""
-    HD = heads * d_head
+def _node_output(qkv, rows, D, cs, heads, d_v, mean_heads, out):  # pragma: no cover - jit
+    """A node's output row ``out`` (overwritten): each head's values (the last heads * d_v
+    columns of ``qkv``) weighted by ``cs``, concatenated, or averaged over the heads."""
+    V = qkv.shape[1] - heads * d_v
     for k in range(out.shape[0]):
         out[k] = 0.0
     for h in range(heads):
-        v0 = 2 * HD + h * d_head
-        for i in range(d_head):
+        v0 = V + h * d_v
+        for i in range(d_v):
             acc = 0.0
             for y in range(D):
                 acc += cs[h, y] * qkv[rows[y], v0 + i]
             if mean_heads:
                 out[i] += acc / heads
             else:
-                out[h * d_head + i] = acc
+                out[h * d_v + i] = acc
 
 
 def aggregated(
@@ -506,17 +517,25 @@ def aggregated(
     heads: int,
     d_head: int,
     mean_heads: bool,
+    d_v: int | None = None,
 ) -> torch.Tensor:
-    """:func:`attention_readout` on tensors. Shapes: qkv [R, 3 H d_head]; absent_row,
-    node_count, lengths [M]; node_rows, node_times [P_b]; w_agg [d] or None -> [M, d]."""
+    """:func:`attention_readout` on tensors. The values may be narrower than the queries and
+    keys (``d_v`` per head, default d_head): the readout and the output are linear in them,
+    so values projected further (``MaskedTemporalSelfAttention.forward_nodes_dot``) give the
+    same projection of the output.
+
+    Shapes: qkv [R, 2 H d_head + H d_v]; absent_row, node_count, lengths [M]; node_rows,
+    node_times [P_b]; w_agg [H d_v] (concat) or [d_v] (mean), or None -> [M, H d_v] (concat)
+    or [M, d_v] (mean)."""
     M = len(absent_row)
     offsets = np.zeros(M + 1, np.int64)
     np.cumsum(node_count.numpy(), out=offsets[1:])
     x = qkv.detach().contiguous().numpy()
     w = np.zeros(0, x.dtype) if w_agg is None else w_agg.detach().to(qkv.dtype).contiguous().numpy()
-    out = np.empty((M, d_head if mean_heads else heads * d_head), x.dtype)
+    d_v = d_head if d_v is None else d_v
+    out = np.empty((M, d_v if mean_heads else heads * d_v), x.dtype)
     attention_readout(
         x, absent_row.numpy(), offsets, node_rows.numpy(), node_times.numpy(), lengths.numpy(),
-        w, heads, d_head, mean_heads, out,
+        w, heads, d_head, d_v, mean_heads, out,
     )  # fmt: skip
     return torch.from_numpy(out)

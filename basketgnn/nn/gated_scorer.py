@@ -142,58 +142,82 @@ class GatedScorer(nn.Module):
         whole [B, I] output."""
         return self.context is None and self.explore is None
 
+    @property
+    def output_weight(self) -> torch.Tensor:
+        """w_o, the linear map from an item's vector to its score. Shapes: [d]."""
+        return self.out.weight.squeeze(0)
+
+    def project(self, z: torch.Tensor) -> torch.Tensor:
+        """w_o . z_{u,i} of each user-node: the only use the scorer makes of z when no
+        per-user term acts outside the history. Shapes: z [M, d] -> [M]."""
+        return z @ self.output_weight
+
     def base_and_correction(
         self,
         embedding: torch.Tensor,
-        z: torch.Tensor,
+        z_out: torch.Tensor,
         node_item: torch.Tensor,
         node_features: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The shared score of every item and each user-node's gated correction (module
-        docstring). Shapes: -> (base [I], correction [M])."""
-        w_o = self.out.weight.squeeze(0)  # [d]
+        docstring), from each node's w_o . z (:meth:`project`).
+        Shapes: z_out [M] -> (base [I], correction [M])."""
+        w_o = self.output_weight  # [d]
         lin = embedding @ w_o  # [I] w_o . E_i
         base = lin + self.out.bias  # [I]
         if self.item_bias is not None:
             base = base + self.item_bias  # b_i is not gated: a user's own items keep it too
         # index_select rather than base[node_item]: a faster backward on CPU, same values.
-        correction = self.gate_values(node_item) * (z @ w_o - lin.index_select(0, node_item))
+        correction = self.gate_values(node_item) * (z_out - lin.index_select(0, node_item))
         if self.repeat is not None:
             assert node_features is not None, "repeat_features needs node_features [M, 4 + K]"
-            correction = correction + node_features.to(z.dtype) @ self.repeat  # [M]
+            correction = correction + node_features.to(z_out.dtype) @ self.repeat  # [M]
         return base, correction
 
     def node_scores(
         self,
         embedding: torch.Tensor,
-        z: torch.Tensor,
+        z_out: torch.Tensor,
         node_item: torch.Tensor,
         node_features: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The output of :meth:`forward` without the [B, I] matrix, when
         :attr:`shared_outside_history`: scores[u, i] = base[i], except at each user-node
         (node_user[m], node_item[m]), where it is node[m] (the same float32 sum
-        base[i] + correction that forward writes there).
+        base[i] + correction that forward writes there). It reads z only through each node's
+        w_o . z, ``z_out`` (:meth:`project`, or that product computed without z).
 
-        Shapes: -> (base [I], node [M]).
+        Shapes: z_out [M] -> (base [I], node [M]).
         """
         if not self.shared_outside_history:
             raise ValueError("node_scores needs a scorer without user_context and explore_attention")
-        base, correction = self.base_and_correction(embedding, z, node_item, node_features)
+        base, correction = self.base_and_correction(embedding, z_out, node_item, node_features)
         return base, base.index_select(0, node_item) + correction
 
     def forward(
         self,
         embedding: torch.Tensor,
-        z: torch.Tensor,
+        z: torch.Tensor | None,
         node_item: torch.Tensor,
         node_user: torch.Tensor,
         batch_size: int,
         node_features: torch.Tensor | None = None,
+        z_out: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        base, correction = self.base_and_correction(embedding, z, node_item, node_features)
+        """Scores of every item for every user. ``z_out``: each node's w_o . z where the caller
+        computes it without z (:meth:`project` otherwise); z may then be None when
+        :attr:`shared_outside_history` (nothing else reads it).
+
+        Shapes: embedding [I, d]; z [M, d]; node_item, node_user [M]; z_out [M] -> [B, I]."""
+        if z_out is None:
+            assert z is not None
+            z_out = self.project(z)
+        base, correction = self.base_and_correction(embedding, z_out, node_item, node_features)
         scores = base.expand(batch_size, -1).clone()  # [B, I]
         scores.index_put_((node_user, node_item), correction, accumulate=True)
+        if self.shared_outside_history:
+            return scores
+        assert z is not None, "user_context and explore_attention read z"
         if self.context is not None:
             d = z.shape[1]
             h = z.new_zeros(batch_size, d).index_add(0, node_user, z)  # [B, d]

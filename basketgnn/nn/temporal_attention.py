@@ -286,6 +286,49 @@ class MaskedTemporalSelfAttention(nn.Module):
             )  # fmt: skip
         return self.forward_aggregated(rows, plan.attention, len(plan.absent_row), plan.node_len, w_agg)
 
+    def forward_nodes_dot(
+        self, rows: torch.Tensor, plan: NodePlan, w_agg: torch.Tensor | None, w_out: torch.Tensor
+    ) -> torch.Tensor:
+        """``forward_nodes(rows, plan, w_agg) @ w_out``: each node's output on one direction
+        (the linear scorer's weight), without the node's d outputs on the compiled path.
+
+        The readout weights and the output are linear in the values, so per head they need
+        only two numbers of each value: v_h . w_agg_h (the readout) and v_h . w_out_h (this
+        product), with w_h head h's slice for concat heads and the whole vector for averaged
+        ones. Both are x W_v,h^T w_h, so the q/k/v product computes them directly through
+        W_v,h^T w_h (two columns per head in place of d_head) and the kernel runs on values two
+        wide (one with the "last" readout). Equal to the product after the attention up to float
+        rounding; elsewhere (gradients, dropout, another device) it is that product.
+
+        Shapes: rows [R, d]; w_agg [d] or None; w_out [d] -> [M].
+        """
+        mean = self.merge == "mean"
+        if not (
+            self.compiled
+            and compiled_inference_applies(
+                rows, self.qkv.weight, w_agg, w_out, training=self.training, dropout=self.dropout
+            )
+        ):
+            return self.forward_nodes(rows, plan, w_agg) @ w_out
+        H, dh = self.heads, self.d_head
+        W = self.qkv.weight  # [3 H d_head, d]: q, k, v blocks
+        W_v = W[2 * H * dh :].view(H, dh, -1)  # [H, d_head, d]
+
+        def per_head(w: torch.Tensor) -> torch.Tensor:  # [d] -> [H, d_head]
+            return w.expand(H, dh) if mean else w.view(H, dh)
+
+        directions = ([] if w_agg is None else [per_head(w_agg)]) + [per_head(w_out)]
+        d_v = len(directions)
+        folded = torch.stack([torch.einsum("hk,hkd->hd", w, W_v) for w in directions], dim=1)  # [H, d_v, d]
+        weight = torch.cat([W[: 2 * H * dh], folded.reshape(H * d_v, -1)])  # [2 H d_head + H d_v, d]
+        # The readout reads the first folded column of each head: a selector in w_agg's place.
+        select = None if w_agg is None else rows.new_tensor([1.0, 0.0]).repeat(1 if mean else H)
+        out = attention_kernel.aggregated(
+            F.linear(rows, weight), plan.absent_row, plan.node_count, plan.node_rows, plan.node_times,
+            plan.node_len, select, H, dh, mean, d_v,
+        )  # fmt: skip  # [M, d_v] (mean) or [M, H d_v]
+        return out[:, -1] if mean else out.view(-1, H, d_v)[:, :, -1].sum(1)
+
     def forward_rows(
         self, rows: torch.Tensor, buckets: tuple[AttentionBucket, ...], num_nodes: int, T: int
     ) -> torch.Tensor:

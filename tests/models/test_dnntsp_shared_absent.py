@@ -1,7 +1,7 @@
 """DNNTSP on batches whose customers share absent rows (``share_absent``, what scoring passes
 build) against the per-node layout: the same scores in eval mode, on the compiled kernels and
 on the tensor path, and the same training-mode outputs (BatchNorm's statistics from the summed
-multiplicities). Equal up to rounding: the matrix product (MKL) may round a row differently by
+multiplicities); the shared form against the dense matrix. Equal up to rounding: the matrix product (MKL) may round a row differently by
 its position in the matrix, and the shared rows sit elsewhere than the per-node ones."""
 
 from __future__ import annotations
@@ -53,6 +53,25 @@ def test_scores_are_the_per_node_layouts(options, dtype):
     with torch.enable_grad():  # weights that need a gradient: the tensor path
         assert all(p.requires_grad for p in module.parameters())
         torch.testing.assert_close(module(shared).detach(), module(plain).detach(), **tol)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"head_merge": "mean", "heads": 2}, {"aggregation": "last"}, {"attention": False}],
+    ids=["default", "mean-heads", "last", "no-attention"],
+)
+def test_shared_form_is_the_dense_matrix(options):
+    """The shared form reads each node's w_o . z from the attention on values folded to that
+    direction (``forward_nodes_dot``); written into the [B, I] matrix it is the dense forward."""
+    module, plain, _ = _pair(options, torch.float64)
+    module.eval()
+    with torch.inference_mode():
+        dense = module(plain)  # [B, I]
+        sparse = module(plain, sparse=True)
+    rebuilt = sparse.base.expand_as(dense).clone()
+    rebuilt[sparse.row, sparse.item] = sparse.value
+    assert (sparse.value != sparse.base[sparse.item]).all()  # the nodes' own scores differ
+    torch.testing.assert_close(rebuilt, dense, rtol=1e-12, atol=1e-12)
 
 
 def test_training_mode_statistics_are_unchanged():

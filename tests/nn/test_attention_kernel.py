@@ -91,6 +91,52 @@ def test_compiled_float32_is_the_tensor_path_up_to_rounding():
     torch.testing.assert_close(out, ref, rtol=2e-5, atol=2e-6)
 
 
+@pytest.mark.parametrize("merge,heads,dim", [("concat", 4, 32), ("concat", 3, DIM), ("mean", 2, DIM)])
+@pytest.mark.parametrize("readout", ["learned", "last"])
+@pytest.mark.parametrize("seed,long", [(0, False), (2, True)])
+def test_output_on_one_direction_from_values_projected_first(monkeypatch, merge, heads, dim, readout, seed, long):
+    """forward_nodes_dot: the kernel on values folded to the readout's and w_out's direction
+    (two numbers per head, one with the "last" readout) gives w_out . z of the dense attention
+    and of forward_nodes; with a gradient it is forward_nodes(...) @ w_out itself."""
+    batch = _batch(_users(seed, long), seed)
+    torch.manual_seed(seed)
+    att = MaskedTemporalSelfAttention(dim, heads, merge).double().eval()
+    rows = torch.randn(batch.num_rows, dim, dtype=torch.float64)
+    w_agg = torch.randn(dim, dtype=torch.float64) if readout == "learned" else None
+    w_out = torch.randn(dim, dtype=torch.float64)
+    widths = []
+    kernel = attention_kernel.aggregated
+
+    def spy(qkv, *args):
+        widths.append((qkv.shape[1], args[-1]))
+        return kernel(qkv, *args)
+
+    monkeypatch.setattr(attention_kernel, "aggregated", spy)
+    with torch.no_grad():
+        dot = att.forward_nodes_dot(rows, batch, w_agg, w_out)
+        ref = _dense(att, rows, batch, w_agg) @ w_out
+    d_head, d_v = att.d_head, 1 if w_agg is None else 2
+    assert widths == [(2 * heads * d_head + heads * d_v, d_v)]
+    assert dot.shape == (len(batch.node_item),)
+    torch.testing.assert_close(dot, ref, rtol=1e-10, atol=1e-12)
+    w_out.requires_grad_(True)
+    with_grad = att.forward_nodes_dot(rows, batch, w_agg, w_out)
+    assert with_grad.requires_grad and len(widths) == 1  # the training path, then the product
+    torch.testing.assert_close(with_grad.detach(), ref, rtol=1e-10, atol=1e-12)
+
+
+def test_output_on_one_direction_in_float32():
+    batch = _batch(_users(4, long=True), 4)
+    torch.manual_seed(4)
+    att = MaskedTemporalSelfAttention(32, 4).eval()
+    rows, w_agg, w_out = torch.randn(batch.num_rows, 32), torch.randn(32), torch.randn(32)
+    with torch.inference_mode():
+        dot = att.forward_nodes_dot(rows, batch, w_agg, w_out)
+        ref = att.forward_aggregated(rows, batch.attention, len(batch.node_item), batch.node_len, w_agg) @ w_out
+    assert dot.dtype == torch.float32
+    torch.testing.assert_close(dot, ref, rtol=2e-5, atol=2e-5)
+
+
 def test_switching_the_kernel_off_takes_the_tensor_path(monkeypatch):
     batch = _batch(_users(5), 5)
     att = MaskedTemporalSelfAttention(DIM, 2).double().eval()
@@ -168,7 +214,7 @@ def test_the_bought_once_path_has_the_general_loops_bits(merge, heads, dim, read
             out = np.empty((len(batch.absent_row), heads * d_head if merge == "concat" else d_head), dtype)
             attention_kernel.attention_readout(
                 qkv, batch.absent_row.numpy(), offsets, batch.node_rows.numpy(), batch.node_times.numpy(),
-                batch.node_len.numpy(), w_agg, heads, d_head, merge == "mean", out, once_path, False,
+                batch.node_len.numpy(), w_agg, heads, d_head, d_head, merge == "mean", out, once_path, False,
             )  # fmt: skip
             outs.append(out)
         np.testing.assert_array_equal(outs[0].view(np.uint8), outs[1].view(np.uint8))
@@ -179,7 +225,7 @@ def _readout(batch, qkv, w_agg, heads, d_head, mean_heads, closed_form):
     out = np.empty((len(batch.absent_row), d_head if mean_heads else heads * d_head), qkv.dtype)
     attention_kernel.attention_readout(
         qkv, batch.absent_row.numpy(), offsets, batch.node_rows.numpy(), batch.node_times.numpy(),
-        batch.node_len.numpy(), w_agg, heads, d_head, mean_heads, out, True, closed_form,
+        batch.node_len.numpy(), w_agg, heads, d_head, d_head, mean_heads, out, True, closed_form,
     )  # fmt: skip
     return out
 
@@ -277,7 +323,7 @@ def test_scores_and_value_weights(heads, d_head, mean_heads):
     qkv, rows, w_agg, _, _ = _node_case(0, heads, d_head, mean_heads)
     D = len(rows)
     s, vw = np.full((heads, D, D), np.nan), np.zeros((heads, D))
-    attention_kernel._scores(qkv, rows, D, w_agg, True, heads, d_head, mean_heads, d_head**-0.5, s, vw)
+    attention_kernel._scores(qkv, rows, D, w_agg, True, heads, d_head, d_head, mean_heads, d_head**-0.5, s, vw)
     q, k, v = _split(qkv, rows, heads, d_head)
     # The entries a query reads: the absent column 0 with every key, a present column c with
     # the keys up to c; the others are not computed (left NaN here).
@@ -299,7 +345,7 @@ def test_key_sums_are_the_causal_softmax_weighted_by_the_readout(has_w):
     qkv, rows, w_agg, times, L = _node_case(1, heads, d_head, False)
     D = len(rows)
     s, vw = np.empty((heads, D, D)), np.zeros((heads, D))
-    attention_kernel._scores(qkv, rows, D, w_agg, has_w, heads, d_head, False, d_head**-0.5, s, vw)
+    attention_kernel._scores(qkv, rows, D, w_agg, has_w, heads, d_head, d_head, False, d_head**-0.5, s, vw)
     log_n = np.array([-np.inf] + [np.log(i) for i in range(1, L + 1)])
     w, cs = np.zeros((heads, D)), np.zeros((heads, D))
     attention_kernel._key_sums(s, vw, times, L, has_w, heads, log_n, w, cs)

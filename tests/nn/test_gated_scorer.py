@@ -71,7 +71,7 @@ def test_node_scores_are_the_forward_matrix_bit_for_bit(repeat):
     z = torch.randn(5, D)
     features = torch.randn(5, 4) if repeat else None
     dense = scorer(E, z, node_item, node_user, 4, features)  # [4, I]; user 3 has no items
-    base, node = scorer.node_scores(E, z, node_item, features)
+    base, node = scorer.node_scores(E, scorer.project(z), node_item, features)
     expect = base.expand(4, -1).clone()
     expect[node_user, node_item] = node
     assert torch.equal(dense, expect)
@@ -81,4 +81,4 @@ def test_node_scores_refuse_a_per_user_term_outside_the_history():
     scorer = GatedScorer(N_ITEMS, D, user_context=True)
     assert not scorer.shared_outside_history
     with pytest.raises(ValueError, match="without user_context"):
-        scorer.node_scores(torch.randn(N_ITEMS, D), torch.randn(2, D), torch.tensor([0, 1]))
+        scorer.node_scores(torch.randn(N_ITEMS, D), torch.randn(2), torch.tensor([0, 1]))

@@ -278,6 +278,12 @@ class DNNTSP(nn.Module):
             if out is None:
                 raise ValueError("sparse scores need a scorer without user_context and explore_attention")
             return SparseForward(out[0], batch.node_user, batch.node_item, out[1])
+        if self.scorer.shared_outside_history:  # the scorer reads z only as w_o . z
+            E = self.item_vectors()  # [I, d]
+            return self.scorer(
+                E, None, batch.node_item, batch.node_user, batch.batch_size, self._node_features(batch, E.dtype),
+                z_out=self.node_outputs(batch),
+            )  # [B, I], the shared form's values written out
         return self.score_nodes(batch, self.node_vectors(batch))  # [B, I]
 
     def node_vectors(self, batch: GraphBatch) -> torch.Tensor:
@@ -306,22 +312,32 @@ class DNNTSP(nn.Module):
         """
         if not self.scorer.shared_outside_history:
             return None
-        z = self.node_vectors(batch)  # [M, d]
-        return self.scorer.node_scores(self.item_vectors(), z, batch.node_item, self._node_features(batch, z))
+        E = self.item_vectors()  # [I, d]
+        z_out = self.node_outputs(batch)  # [M]
+        return self.scorer.node_scores(E, z_out, batch.node_item, self._node_features(batch, E.dtype))
+
+    def node_outputs(self, batch: GraphBatch) -> torch.Tensor:
+        """Each user-node's w_o . z (:meth:`node_vectors` on the scorer's weight), all the
+        shared form reads of z; with the learned or last readout the attention computes it
+        without z (``forward_nodes_dot``). Shapes: -> [M]."""
+        w_o = self.scorer.output_weight
+        if len(batch.node_item) and self.attention is not None and self.aggregate.mode in ("learned", "last"):
+            return self.attention.forward_nodes_dot(self.row_features(batch), batch, self.aggregate.w_agg, w_o)
+        return self.scorer.project(self.node_vectors(batch))
 
     def score_nodes(self, batch: GraphBatch, z: torch.Tensor) -> torch.Tensor:
         """Gated scoring of all items from the user-nodes' vectors. Shapes: z [M, d] -> [B, I]."""
         return self.scorer(
             self.item_vectors(), z, batch.node_item, batch.node_user, batch.batch_size,
-            self._node_features(batch, z),
+            self._node_features(batch, z.dtype),
         )
 
-    def _node_features(self, batch: GraphBatch, z: torch.Tensor) -> torch.Tensor | None:
+    def _node_features(self, batch: GraphBatch, dtype: torch.dtype) -> torch.Tensor | None:
         if self.scorer.repeat is None:
             return None
-        phi = repeat_features(batch.node_count, batch.node_last, batch.node_len, z.dtype)  # [M, 4]
+        phi = repeat_features(batch.node_count, batch.node_last, batch.node_len, dtype)  # [M, 4]
         steps = self.scorer.membership_steps
         if steps:
             seq_present = batch.row_present.index_select(0, batch.seq_row.reshape(-1)).view(batch.seq_row.shape)
-            phi = torch.cat([phi, membership_features(seq_present, batch.node_len, steps, z.dtype)], dim=1)
+            phi = torch.cat([phi, membership_features(seq_present, batch.node_len, steps, dtype)], dim=1)
         return phi  # [M, 4 + K]
