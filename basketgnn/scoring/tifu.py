@@ -83,6 +83,11 @@ _CHUNK_ELEMENTS = 1 << 18
 #: Pool rows searched to find the rows most queries share (:meth:`NeighbourIndex.common_rows`).
 COMMON_QUERIES = 2048
 
+#: An item held by more than this share of the pool rows gets a dense column for the compiled
+#: distances (``tifu_kernel._distances``): a contiguous pass over every row is then cheaper than
+#: scattering over its rows. Memory: at most nnz / share columns of P entries (4 nnz floats).
+DENSE_ITEM_SHARE = 0.25
+
 #: Default size of the neighbour pool (:func:`capped_pool`): searches are exact up to 20,000
 #: training customers (as on DC, TaFeng and the realistic export, whose published numbers they
 #: reproduce) and cost O(n · 20,000) beyond, not O(n · N). None = every training customer.
@@ -221,6 +226,7 @@ class NeighbourIndex:
         order = np.argsort(self.users, kind="stable")
         self._by_user, self._sorted_users = order, self.users[order]
         self._common: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._dense: tuple[np.ndarray, np.ndarray] | None = None
 
     def nearest(self, query: np.ndarray, query_users: np.ndarray, k: int) -> np.ndarray:
         """The k nearest training rows of each query, nearest first, ties at equal distance to
@@ -334,7 +340,23 @@ class NeighbourIndex:
             _offsets(same), self._by_user[ranges(lo, same)],
             np.asarray(rows.indptr, np.int64), np.asarray(rows.indices, np.int32), rows.data,
             np.asarray(inv.indptr, np.int64), np.asarray(inv.indices, np.int32), inv.data, self.sq_norms,
+            *self.dense_columns(),
         )  # fmt: skip
+
+    def dense_columns(self) -> tuple[np.ndarray, np.ndarray]:
+        """The pool's columns of the items more than :data:`DENSE_ITEM_SHARE` of its rows hold,
+        as dense rows, and each item's place among them (-1: none), for the compiled distances.
+        Computed once.
+
+        Shapes: -> (slot [I] int64, dense [n_dense, P] float64)."""
+        if self._dense is None:
+            inv = self._rows_t
+            held = np.diff(inv.indptr)  # [I] pool rows holding each item
+            items = np.flatnonzero(held > DENSE_ITEM_SHARE * inv.shape[1])
+            slot = np.full(inv.shape[0], -1, np.int64)
+            slot[items] = np.arange(len(items))
+            self._dense = slot, np.ascontiguousarray(inv[items].toarray(), dtype=np.float64)
+        return self._dense
 
     def _dots(self, query: sp.csr_matrix) -> np.ndarray:
         """q · v for every query and pool row: a CSR product with the pool's item → rows index,

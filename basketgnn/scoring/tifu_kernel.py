@@ -49,16 +49,27 @@ _JIT = jit_options(__file__)
 
 @numba.njit(**_JIT)
 def _distances(
-    u, own_ptr, own_idx, own_val, same_ptr, same_rows, inv_ptr, inv_rows, inv_val, sq_norms, dots, dist,
+    u, own_ptr, own_idx, own_val, same_ptr, same_rows, inv_ptr, inv_rows, inv_val, sq_norms, slot, dense, dots, dist,
 ):  # pragma: no cover - jit
     """dist[p] = ||v_p||² − 2 q_u · v_p for every pool row p (infinite for u's ``same_rows``),
     each dot product summed over u's items in ascending order. ``dots`` is zero before and after.
 
-    Shapes: dots, dist [P] float64 (scratch / output)."""
+    An item with a dense column (``slot[i]`` ≥ 0: most pool rows hold it) adds q · dense[slot[i]]
+    to every row, a contiguous pass in place of the scatter over its rows: the rows that lack it
+    add q · 0.0 = +0.0, which leaves a sum of non-negative terms as it is, so the bits are the
+    scatter's.
+
+    Shapes: slot [I] int64; dense [*, P] float64; dots, dist [P] float64 (scratch / output)."""
     for e in range(own_ptr[u], own_ptr[u + 1]):
         q = own_val[e]
         i = own_idx[e]
-        scatter_add(dots, inv_rows, inv_val, inv_ptr[i], inv_ptr[i + 1], q)
+        j = slot[i]
+        if j >= 0:
+            column = dense[j]
+            for p in range(len(dots)):
+                dots[p] += q * column[p]
+        else:
+            scatter_add(dots, inv_rows, inv_val, inv_ptr[i], inv_ptr[i + 1], q)
     for p in range(len(sq_norms)):
         dist[p] = sq_norms[p] - 2.0 * dots[p]
         dots[p] = 0.0
@@ -168,7 +179,7 @@ def _fused_scan(own, mean, alpha, clear, keys, items):  # pragma: no cover - jit
 @numba.njit(**_JIT)
 def tifu_ranked(
     own_ptr, own_idx, own_val, same_ptr, same_rows, pool_ptr, pool_idx, pool_val,
-    inv_ptr, inv_rows, inv_val, sq_norms, ks, alphas, cut, n_items,
+    inv_ptr, inv_rows, inv_val, sq_norms, slot, dense, ks, alphas, cut, n_items,
 ):  # pragma: no cover - jit
     """TIFU-KNN's ranking of each query for every (k, α) of a tuning grid: the first ``cut``
     items of float32(α · q_u + (1 − α) · m_u) by value desc, item asc, where m_u is the mean
@@ -200,7 +211,8 @@ def tifu_ranked(
     best_v = np.empty(cut)
     best_i = np.empty(cut, np.int64)
     for u in range(n):
-        _distances(u, own_ptr, own_idx, own_val, same_ptr, same_rows, inv_ptr, inv_rows, inv_val, sq_norms, dots, dist)
+        _distances(u, own_ptr, own_idx, own_val, same_ptr, same_rows, inv_ptr, inv_rows, inv_val, sq_norms, slot, dense,
+                   dots, dist)  # fmt: skip
         size = smallest_positions(dist, rows, n_pool, k_max, pos, nearest, work)
         by_distance = sort_by_key(dist, nearest, size)  # nearest first, rows ascending among equals
         for e in range(own_ptr[u], own_ptr[u + 1]):
@@ -303,7 +315,7 @@ def _mean_from_base(neighbours, w, base, pool_ptr, pool_idx, pool_val, mean, cou
 @numba.njit(**_JIT)
 def tifu_kept_scores(
     own_ptr, own_idx, own_val, same_ptr, same_rows, pool_ptr, pool_idx, pool_val,
-    inv_ptr, inv_rows, inv_val, sq_norms, k, alphas, top, n_items, base,
+    inv_ptr, inv_rows, inv_val, sq_norms, slot, dense, k, alphas, top, n_items, base,
 ):  # pragma: no cover - jit
     """TIFU-KNN's kept scores of each query, for each α (``scoring.tifu``, float64 search).
 
@@ -321,6 +333,7 @@ def tifu_kept_scores(
 
     Shapes: own_* CSR [n, I] (items ascending); same_ptr [n + 1], same_rows [*]; pool_* CSR
     [P, I] (items ascending); inv_* its transpose [I, P] (rows ascending); sq_norms [P];
+    slot [I], dense [*, P]: the dense columns of the items most rows hold (:func:`_distances`);
     alphas [A]; base ([B] int64, [I] float64, [I] int64) -> (offsets [A, n + 1], items
     [A, ≥ nnz] int64, values [A, ≥ nnz] float64): row u of α number a is
     items[a, offsets[a, u]:offsets[a, u + 1]].
@@ -350,7 +363,8 @@ def tifu_kept_scores(
     count = np.empty(n_items if use_base else 0, np.int64)
     only_n, only_b = np.empty(max(k_eff, 1), np.int64), np.empty(len(base[0]), np.int64)
     for u in range(n):
-        _distances(u, own_ptr, own_idx, own_val, same_ptr, same_rows, inv_ptr, inv_rows, inv_val, sq_norms, dots, dist)
+        _distances(u, own_ptr, own_idx, own_val, same_ptr, same_rows, inv_ptr, inv_rows, inv_val, sq_norms, slot, dense,
+                   dots, dist)  # fmt: skip
         n_found = _nearest(dist, rows, n_pool, k_eff, pos, nearest, work)
         neighbours = nearest[:n_found]  # ascending rows
         w = 1.0 / max(n_found, 1)
@@ -392,7 +406,7 @@ def tifu_kept_scores(
 @numba.njit(**_JIT)
 def tifu_neighbours(
     own_ptr, own_idx, own_val, same_ptr, same_rows, pool_ptr, pool_idx, pool_val,
-    inv_ptr, inv_rows, inv_val, sq_norms, k,
+    inv_ptr, inv_rows, inv_val, sq_norms, slot, dense, k,
 ):  # pragma: no cover - jit
     """The neighbours :func:`tifu_kept_scores` averages for each query: its k nearest pool rows
     (ties to the lower row, infinite distances left out), in ascending row order, -1 after.
@@ -409,7 +423,8 @@ def tifu_neighbours(
     pos = np.empty(n_pool, np.int64)
     work = np.empty(n_pool)
     for u in range(n):
-        _distances(u, own_ptr, own_idx, own_val, same_ptr, same_rows, inv_ptr, inv_rows, inv_val, sq_norms, dots, dist)
+        _distances(u, own_ptr, own_idx, own_val, same_ptr, same_rows, inv_ptr, inv_rows, inv_val, sq_norms, slot, dense,
+                   dots, dist)  # fmt: skip
         n_found = _nearest(dist, rows, n_pool, k_eff, pos, nearest, work)
         out[u, :n_found] = nearest[:n_found]
     return out

@@ -11,6 +11,7 @@ import pytest
 
 from basketgnn.data.dataset import from_sequences
 from basketgnn.data.split import Instances
+from basketgnn.scoring import tifu
 from basketgnn.scoring.fusion import TifuScorer
 from basketgnn.scoring.sparse import SparseScores
 from basketgnn.scoring.tifu import (
@@ -61,6 +62,25 @@ def test_tifu_kernel_equals_the_batch_search_bit_for_bit(n_items, max_basket, k,
     for a in alphas:
         assert_same(got[a], want[a])
     assert max(len(np.unique(want[0.3].values)), 1) < len(want[0.3].values)  # equal values occur
+
+
+@pytest.mark.parametrize("share", [0.0, 0.25, 2.0])  # every held item dense / the default / none
+def test_dense_item_columns_give_the_scatters_bits(monkeypatch, share):
+    """The distances add an item most pool rows hold as a dense column (0.0 where a row lacks
+    it): the kept scores, neighbours and tuning ranks stay the batch search's bits."""
+    monkeypatch.setattr(tifu, "DENSE_ITEM_SHARE", share)
+    data = skewed_data(230, 80, 200, 8)
+    train = instances(data, np.arange(60), back=1)
+    query = Instances(np.arange(60, 80), data.n_baskets_per_user[60:80])
+    scorer = TifuScorer.build(data, train, TifuParams(k=9, m=2, r_b=0.9, r_g=0.7, alpha=0.3), 50)
+    slot, dense = scorer._index.dense_columns()
+    held = np.diff(scorer._index._rows_t.indptr)
+    assert (slot >= 0).sum() == (held > share * 60).sum() == len(dense)
+    if share == 0.25:
+        assert 0 < len(dense) < (held > 0).sum()  # both paths run
+    got, want = scorer.scores(data, query, (0.3, 0.9), exact_sums=True), batch_tifu(scorer, data, query, (0.3, 0.9))
+    for a in (0.3, 0.9):
+        assert_same(got[a], want[a])
 
 
 def test_tifu_kernel_with_empty_histories():
