@@ -12,7 +12,8 @@ common pool rows takes each neighbour mean as the base's sum corrected by the ro
 (:func:`_mean_from_base`), the same neighbours and candidates with the mean equal up to float64
 rounding, at a fraction of the pool entries read where most queries share most neighbours. A customer's work touches only its own entries (its items' pool rows, its
 neighbours' items, its candidates) inside scratch arrays reused from customer to customer: no
-dense [chunk, P] or [chunk, I] block and no full-width top-k.
+[chunk, P] or [chunk, I] block and no full-width top-k. The items most pool rows hold are the
+exception in the distances: a dense column over the pool each (:func:`_distances`).
 
 Orders that fix the bits:
 

@@ -61,17 +61,25 @@ def test_scores_are_the_per_node_layouts(options, dtype):
     ids=["default", "mean-heads", "last", "no-attention"],
 )
 def test_shared_form_is_the_dense_matrix(options):
-    """The shared form reads each node's w_o . z from the attention on values folded to that
-    direction (``forward_nodes_dot``); written into the [B, I] matrix it is the dense forward."""
+    """The shared form and the dense forward read each node's w_o . z from the attention on
+    values folded to that direction (``forward_nodes_dot``): written into the [B, I] matrix the
+    shared form is the dense forward, bit for bit; both equal the scores from the nodes' full
+    vectors z (``score_nodes``) and the tensor path's, up to rounding."""
     module, plain, _ = _pair(options, torch.float64)
     module.eval()
     with torch.inference_mode():
         dense = module(plain)  # [B, I]
         sparse = module(plain, sparse=True)
+        from_z = module.score_nodes(plain, module.node_vectors(plain))
+        if module.attention is not None:
+            module.attention.compiled = False
+        tensor_path = module(plain)
     rebuilt = sparse.base.expand_as(dense).clone()
     rebuilt[sparse.row, sparse.item] = sparse.value
     assert (sparse.value != sparse.base[sparse.item]).all()  # the nodes' own scores differ
-    torch.testing.assert_close(rebuilt, dense, rtol=1e-12, atol=1e-12)
+    assert torch.equal(rebuilt, dense)
+    torch.testing.assert_close(dense, from_z, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(dense, tensor_path, rtol=1e-12, atol=1e-12)
 
 
 def test_training_mode_statistics_are_unchanged():

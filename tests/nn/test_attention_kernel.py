@@ -91,7 +91,10 @@ def test_compiled_float32_is_the_tensor_path_up_to_rounding():
     torch.testing.assert_close(out, ref, rtol=2e-5, atol=2e-6)
 
 
-@pytest.mark.parametrize("merge,heads,dim", [("concat", 4, 32), ("concat", 3, DIM), ("mean", 2, DIM)])
+# d_head 2 (learned): the folded width equals d_head; d_head 1: wider than it.
+@pytest.mark.parametrize(
+    "merge,heads,dim", [("concat", 4, 32), ("concat", 3, DIM), ("mean", 2, DIM), ("concat", 4, 8), ("concat", 4, 4)]
+)
 @pytest.mark.parametrize("readout", ["learned", "last"])
 @pytest.mark.parametrize("seed,long", [(0, False), (2, True)])
 def test_output_on_one_direction_from_values_projected_first(monkeypatch, merge, heads, dim, readout, seed, long):

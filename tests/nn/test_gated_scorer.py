@@ -77,6 +77,23 @@ def test_node_scores_are_the_forward_matrix_bit_for_bit(repeat):
     assert torch.equal(dense, expect)
 
 
+def test_forward_from_each_nodes_output_without_z():
+    """forward with z_out (w_o . z computed by the caller) and no z: the same matrix, bit for
+    bit; a per-user term outside the history needs z."""
+    torch.manual_seed(2)
+    scorer = GatedScorer(N_ITEMS, D, repeat_features=True)
+    with torch.no_grad():
+        scorer.repeat.normal_()
+    E, z = torch.randn(N_ITEMS, D), torch.randn(5, D)
+    node_item, node_user = torch.tensor([0, 3, 3, 6, 1]), torch.tensor([0, 0, 1, 2, 2])
+    features = torch.randn(5, 4)
+    want = scorer(E, z, node_item, node_user, 4, features)
+    assert torch.equal(scorer(E, None, node_item, node_user, 4, features, z_out=scorer.project(z)), want)
+    context = GatedScorer(N_ITEMS, D, user_context=True)
+    with pytest.raises(AssertionError, match="read z"):
+        context(E, None, node_item, node_user, 4, None, z_out=context.project(z))
+
+
 def test_node_scores_refuse_a_per_user_term_outside_the_history():
     scorer = GatedScorer(N_ITEMS, D, user_context=True)
     assert not scorer.shared_outside_history

@@ -23,6 +23,7 @@ from basketgnn.scoring.tifu import (
     customer_vectors,
     pool_vectors,
     query_chunks,
+    query_codes,
 )
 from tests.support.scoring import assert_same, instances, skewed_data
 
@@ -81,6 +82,15 @@ def test_dense_item_columns_give_the_scatters_bits(monkeypatch, share):
     got, want = scorer.scores(data, query, (0.3, 0.9), exact_sums=True), batch_tifu(scorer, data, query, (0.3, 0.9))
     for a in (0.3, 0.9):
         assert_same(got[a], want[a])
+    # The neighbours and the tuning ranks: the same as with no dense column.
+    own, _ = scorer.neighbours(data, query)
+    index, users = scorer._index, query_codes(scorer._distinct_ids, data.user_ids[query.users])
+    with_dense = index.kernel_neighbours(own, users, 9), index.ranked(own, users, (3, 9), (0.3,), 20)
+    monkeypatch.setattr(tifu, "DENSE_ITEM_SHARE", 2.0)
+    index._dense = None
+    assert len(index.dense_columns()[1]) == 0
+    np.testing.assert_array_equal(index.kernel_neighbours(own, users, 9), with_dense[0])
+    np.testing.assert_array_equal(index.ranked(own, users, (3, 9), (0.3,), 20), with_dense[1])
 
 
 def test_tifu_kernel_with_empty_histories():
