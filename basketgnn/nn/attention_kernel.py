@@ -284,7 +284,7 @@ def attention_readout(
             _key_sums(s, vw, node_times[o : o + P], L, has_w, heads, log_n, w, cs)
         else:
             _closed_key_sums(e, vw, node_times[o : o + P], L, has_w, heads, pre, g, nrm, cs)
-        _node_output(qkv, rows, D, cs, heads, d_v, mean_heads, out[m])
+        _node_output(qkv, rows, D, cs, heads, d_head, d_v, mean_heads, out[m])
 
 
 @numba.njit(**_JIT, inline="always")
@@ -488,14 +488,15 @@ def _closed_key_sums(e, vw, times, L, has_w, heads, pre, g, nrm, cs):  # pragma:
 
 
 @numba.njit(**_JIT, inline="always")
-def _node_output(qkv, rows, D, cs, heads, d_v, mean_heads, out):  # pragma: no cover - jit
-    """A node's output row ``out`` (overwritten): each head's values (the last heads * d_v
-    columns of ``qkv``) weighted by ``cs``, concatenated, or averaged over the heads."""
-    V = qkv.shape[1] - heads * d_v
+def _node_output(qkv, rows, D, cs, heads, d_head, d_v, mean_heads, out):  # pragma: no cover - jit
+    """A node's output row ``out`` (overwritten): each head's values (d_v wide, after the
+    queries' and keys' 2 heads d_head columns of ``qkv``) weighted by ``cs``, concatenated, or
+    averaged over the heads."""
+    HD = heads * d_head
     for k in range(out.shape[0]):
         out[k] = 0.0
     for h in range(heads):
-        v0 = V + h * d_v
+        v0 = 2 * HD + h * d_v
         for i in range(d_v):
             acc = 0.0
             for y in range(D):

@@ -247,7 +247,7 @@ def _forward(qkv, absent_row, offsets, node_rows, node_times, lengths, w_agg, he
         _node_forward(s, vw, node_times[o : o + D - 1], L, heads, log_n, mask, moff, mask_d[m], mask_t, has_w,
                       A, saved_at[t0 : t0 + L], E, Sp, Ad, cs, tot)  # fmt: skip
         t0 += L
-        _node_output(qkv, rows, D, cs.T, heads, d_head, mean_heads, out[m])  # cs is [D, heads]
+        _node_output(qkv, rows, D, cs.T, heads, d_head, d_head, mean_heads, out[m])  # cs is [D, heads]
 
 
 @numba.njit(**_JIT, inline="always")

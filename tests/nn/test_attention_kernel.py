@@ -371,7 +371,7 @@ def test_node_output_weights_the_values(heads, d_head, mean_heads):
     qkv, rows, _, _, _ = _node_case(2, heads, d_head, mean_heads)
     cs = np.random.default_rng(3).normal(size=(heads, len(rows)))
     out = np.full(d_head if mean_heads else heads * d_head, np.nan)
-    attention_kernel._node_output(qkv, rows, len(rows), cs, heads, d_head, mean_heads, out)
+    attention_kernel._node_output(qkv, rows, len(rows), cs, heads, d_head, d_head, mean_heads, out)
     _, _, v = _split(qkv, rows, heads, d_head)
     z = np.einsum("hy,hyi->hi", cs, v)  # [heads, d_head]
     np.testing.assert_allclose(out, z.mean(0) if mean_heads else z.reshape(-1), rtol=1e-12)
