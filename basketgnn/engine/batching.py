@@ -147,11 +147,18 @@ def source_sizes(source: BatchSource) -> np.ndarray | None:
 SCORE_BATCH = 256
 
 
+#: A scoring batch holds at most this many training batches' work (``batch_work``): two
+#: threads that each score a batch of the longest histories then keep their rows in the cache
+#: together. The published splits' scoring batches stay whole under it.
+SCORE_WORK_BATCHES = 2
+
+
 def score_work(config: TrainOptions, batch_size: int = SCORE_BATCH) -> int:
     """The work bound of a scoring batch of ``batch_size`` instances: the training batch's
-    ``batch_work`` per instance. Validation and scoring batch alike with it, and long histories
-    come in smaller batches, so no batch holds most of the work (threads share batches evenly)."""
-    return config.batch_work * batch_size // config.batch_size
+    ``batch_work`` per instance, up to :data:`SCORE_WORK_BATCHES` training batches' work.
+    Validation and scoring batch alike with it, and long histories come in smaller batches, so
+    no batch holds most of the work (threads share batches evenly)."""
+    return min(config.batch_work * batch_size // config.batch_size, SCORE_WORK_BATCHES * config.batch_work)
 
 
 @torch.no_grad()

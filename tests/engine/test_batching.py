@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from basketgnn.data.ingest import read_dnntsp_json
 from basketgnn.data.split import make_split
-from basketgnn.engine.batching import BatchPlan, length_batches
+from basketgnn.engine.batching import BatchPlan, length_batches, score_work
 from basketgnn.graph.cooccurrence import build_user_graphs
 from basketgnn.models.dnntsp import DNNTSPConfig
 from basketgnn.models.options import TrainOptions
@@ -94,7 +94,7 @@ def test_default_work_bound_leaves_the_published_batches_unchanged(dnntsp, name)
     split = make_split(data)
     options = TrainOptions()
     for part, rows, bound in (("train", options.batch_size, options.batch_work),
-                              ("validate", 256, options.batch_work * 256 // options.batch_size)):
+                              ("validate", 256, score_work(options))):
         inst = split[part]
         T = np.asarray(inst.n_history, dtype=np.int64)
         nodes = build_user_graphs(data, inst, with_targets=False).sizes
