@@ -111,3 +111,16 @@ def test_settings_hash_of_nested_settings_ignores_key_order_and_sees_values():
     assert settings_hash(a) != settings_hash({**a, "seeds": [1, 0]})  # list order is content
     assert settings_hash(a) != settings_hash({**a, "model": {"lr": 0.02, "embed_dim": 8}})
     assert len(settings_hash(a)) == 64 and settings_hash(a, 8) == settings_hash(b)[:8]
+
+
+@pytest.mark.parametrize("ids", [["C1", 'x"y\\z', "é"], [3, 14, 15], [], [f"id{i}" for i in range(50)]])
+@pytest.mark.parametrize("block", [8, 64, 1 << 22])  # values per block: 1, 8 and all
+def test_id_lists_hash_as_their_json_in_blocks(monkeypatch, ids, block):
+    """An id list enters the hash as json.dumps(ids) would write it, whatever the blocks, so
+    the keys of saved runs and caches stay the same."""
+    from basketgnn import fingerprint
+
+    monkeypatch.setattr(fingerprint, "_BLOCK", block)
+    h = hashlib.sha256()
+    fingerprint._update_json_list(h, np.asarray(ids))
+    assert h.hexdigest() == hashlib.sha256(json.dumps(ids).encode()).hexdigest()
