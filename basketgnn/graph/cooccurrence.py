@@ -57,6 +57,7 @@ from basketgnn.data.dataset import BasketData, _offsets, ranges
 from basketgnn.data.split import Instances
 from basketgnn.graph import build_kernel
 from basketgnn.graph.attention_plan import AttentionBucket, attention_buckets
+from basketgnn.graph.collate_kernel import stable_order, unique_pairs
 
 if TYPE_CHECKING:
     import dgl
@@ -286,7 +287,7 @@ class UserGraphs:
         np.maximum.at(node_last, p_node, p_t)
         # Present rows node by node; an instance's entries are in time order, so a stable sort
         # keeps each node's in time order.
-        by_node = np.argsort(p_node, kind="stable")  # [P_b]
+        by_node = stable_order(p_node.astype(np.int64), M)  # [P_b]
 
         graph, adjacency = None, None
         if self.form == "edges":
@@ -360,9 +361,10 @@ def _absent_layout(
     if share:
         row_base = _offsets(n_present)  # [B + 1]: present rows only
         _, w_code = np.unique(self_w, return_inverse=True)  # [B]
-        key = node_item.astype(np.int64) * (int(w_code.max(initial=0)) + 1) + w_code[node_inst]  # [M]
-        _, owner, shared = np.unique(key, return_index=True, return_inverse=True)  # [U], [M]
-        shared = shared.reshape(-1)
+        item = node_item.astype(np.int64)  # [M]
+        owner, shared = unique_pairs(
+            item, w_code.reshape(-1)[node_inst].astype(np.int64), int(item.max(initial=-1)) + 1, int(w_code.max(initial=0)) + 1
+        )  # [U], [M]: each distinct (item, self weight), ascending, and each node's
         P = int(row_base[-1])
         return P + len(owner), row_base, P + shared, owner, np.bincount(shared, weights=weight, minlength=len(owner))
     row_base = _offsets(n_present + n_nodes)  # [B + 1]
