@@ -16,7 +16,9 @@ decimals). ``--score RUN``: every customer of a
 trained run folder scored from the full history on one thread, as `recommend` builds its
 shared scores; the largest difference between old and new scores is printed (0.0: the same
 bits). The kernel is looked up under ``basketgnn.nn.temporal_attention`` (``--owner``), where
-the attention reads its kernel modules.
+the attention reads its kernel modules. The old copy is called as the new one is, so it must
+take the same arguments: an ``attention_kernel`` whose ``aggregated`` has no value width ``d_v``
+cannot stand in for the scoring path's folded values.
 """
 
 from __future__ import annotations
