@@ -287,7 +287,7 @@ class UserGraphs:
         np.maximum.at(node_last, p_node, p_t)
         # Present rows node by node; an instance's entries are in time order, so a stable sort
         # keeps each node's in time order.
-        by_node = stable_order(p_node.astype(np.int64), M)  # [P_b]
+        by_node = stable_order(np.asarray(p_node, np.int64), M)  # [P_b]
 
         graph, adjacency = None, None
         if self.form == "edges":
@@ -364,7 +364,7 @@ def _absent_layout(
         item = node_item.astype(np.int64)  # [M]
         owner, shared = unique_pairs(
             item, w_code.reshape(-1)[node_inst].astype(np.int64), int(item.max(initial=-1)) + 1, int(w_code.max(initial=0)) + 1
-        )  # [U], [M]: each distinct (item, self weight), ascending, and each node's
+        )  # [U] first node of each distinct (item, self weight), ascending; [M] each node's pair
         P = int(row_base[-1])
         return P + len(owner), row_base, P + shared, owner, np.bincount(shared, weights=weight, minlength=len(owner))
     row_base = _offsets(n_present + n_nodes)  # [B + 1]

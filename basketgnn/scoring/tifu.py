@@ -85,7 +85,7 @@ COMMON_QUERIES = 2048
 
 #: An item held by more than this share of the pool rows gets a dense column for the compiled
 #: distances (``tifu_kernel._distances``): a contiguous pass over every row is then cheaper than
-#: scattering over its rows. Memory: at most nnz / share columns of P entries (4 nnz floats).
+#: scattering over its rows. Memory: at most nnz / (share · P) columns of P entries, 4 nnz floats.
 DENSE_ITEM_SHARE = 0.25
 
 #: Default size of the neighbour pool (:func:`capped_pool`): searches are exact up to 20,000
