@@ -226,12 +226,22 @@ def write_table_stream(
                     options = pacsv.WriteOptions(quoting_style="needed")
                     writers.append(files.enter_context(pacsv.CSVWriter(tmp, schema, write_options=options)))
                 else:
-                    writers.append(files.enter_context(pq.ParquetWriter(tmp, schema)))
+                    writers.append(files.enter_context(pq.ParquetWriter(tmp, schema, use_dictionary=dictionary_columns(schema))))
             for table in tables:
                 for writer in writers:
                     writer.write_table(table)
                 rows += table.num_rows
     return rows
+
+
+def dictionary_columns(schema: Any) -> list[str]:
+    """The columns a Parquet file of ``schema`` dictionary-encodes: all but the floating-point
+    ones. Ids and ranks repeat and shrink to small dictionaries; scores rarely repeat, so a
+    dictionary of them only grows until the writer falls back to plain pages, which costs more
+    time than the plain encoding and gives a larger file."""
+    import pyarrow as pa
+
+    return [f.name for f in schema if not pa.types.is_floating(f.type)]
 
 
 def file_sha256(path: str | Path) -> str:

@@ -111,3 +111,34 @@ def test_files_are_copied_where_a_link_is_refused(tmp_path, monkeypatch):
     publish_files(tmp_path / "dest", new)
     assert texts(tmp_path / "dest") == {"a.txt": "new a", "b.txt": "new b"}
     assert (tmp_path / "dest" / "a.txt").stat().st_ino != new[0].stat().st_ino
+
+
+def test_streamed_parquet_dictionary_encodes_ids_and_ranks_but_not_scores(tmp_path):
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from basketgnn.workflow.recommendations import SCHEMA
+
+    rng = np.random.default_rng(0)
+    n = 5000
+    table = pa.table(
+        {
+            "customer_id": pa.array([f"C{i // 20:05d}" for i in range(n)]),
+            "item_id": pa.array([f"P{i:04d}" for i in rng.integers(0, 300, n)]),
+            "rank": pa.array(np.tile(np.arange(1, 21, dtype=np.int32), n // 20)),
+            "score": pa.array(rng.random(n).astype(np.float32)),
+        },
+        schema=SCHEMA,
+    )
+    path = tmp_path / "recs.parquet"
+    assert io_utils.write_table_stream(path, [table, table.slice(0, 100)], SCHEMA) == n + 100
+    assert io_utils.dictionary_columns(SCHEMA) == ["customer_id", "item_id", "rank"]
+    meta = pq.ParquetFile(path).metadata
+    for g in range(meta.num_row_groups):
+        encodings = {meta.schema.column(c).name: meta.row_group(g).column(c).encodings for c in range(4)}
+        for name in ("customer_id", "item_id", "rank"):
+            assert "RLE_DICTIONARY" in encodings[name], (name, encodings[name])
+        assert not any("DICTIONARY" in e for e in encodings["score"]), encodings["score"]
+    back = pq.read_table(path)
+    assert back.schema.equals(SCHEMA) and back.equals(pa.concat_tables([table, table.slice(0, 100)]))
