@@ -35,6 +35,7 @@ from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
 from basketgnn.engine.threads import helper_threads, torch_threads
 from basketgnn.recommenders.neural import NeuralRecommender, rank_dense
+from basketgnn.recommenders.shared_scoring import ranked_in_parts
 from basketgnn.scoring.candidates import SharedScores
 from basketgnn.scoring.fusion import ScoreFusion
 from basketgnn.scoring.fusion_choice import choose_fusion, fusion_choice
@@ -189,7 +190,12 @@ class FusedRecommender:
             scores, found = self._forward_beside_search(data, instances, threads)
         if scores is None:  # the model's configuration has no shared form
             return rank_dense(self.score(data, instances), k)
-        return _as_float32(self.fusion.top_k_shared(scores, k, found))
+        model, addend = scores, found
+        if addend is None:
+            return _as_float32(self.fusion.top_k_shared(model, k, None))
+        # Each customer's top k on its own: the rows in parts, on this thread and the helpers.
+        ranked = ranked_in_parts(lambda a, b: self.fusion.top_k_shared(model.rows(a, b), k, addend.rows(a, b)), n, threads)
+        return _as_float32(ranked)
 
     def _forward_beside_search(
         self, data: BasketData, instances: Instances, threads: int

@@ -33,6 +33,7 @@ from basketgnn.models.options import TrainOptions
 from basketgnn.models.spec import ModelSpec
 from basketgnn.recommenders.shared_scoring import (
     SharedPlan,
+    ranked_in_parts,
     run_shared,
     shared_plan,
     shared_ranking,
@@ -164,7 +165,8 @@ class NeuralRecommender:
             scores = self.shared_scores(data, instances, self.threads)
         if scores is None:
             return rank_dense(self.score(data, instances), k)
-        ranked = fused_top_k(scores, k)
+        shared = scores
+        ranked = ranked_in_parts(lambda a, b: fused_top_k(shared.rows(a, b), k), len(instances), self.threads)
         return ranked[0], ranked[1].astype(np.float32)
 
     def _check(self, data: BasketData) -> None:

@@ -41,6 +41,10 @@ from basketgnn.scoring.candidates import SharedScores, fused_top_k
 #: customer) above it.
 PARALLEL_VALIDATION_S = 0.15
 
+#: Rows a ranking part holds at least: fewer rows rank on the calling thread alone (handing a
+#: part to a helper costs more than it saves).
+RANK_PART_ROWS = 256
+
 #: One batch's result: (shared row [I], instance of each entry [M], item [M], value [M]),
 #: float32 values, or None when the configuration has no shared form.
 BatchResult = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None
@@ -106,6 +110,28 @@ def run_shared(plan: SharedPlan, threads: int) -> SharedScores | None:
         futures = [pool.submit(plan.forward, b) for b in plan.batches]
         wait(futures)  # every batch ends before an error goes up: none runs on after the call
         return plan.assemble([f.result() for f in futures])
+
+
+def ranked_in_parts(
+    rank_rows: Callable[[int, int], tuple[np.ndarray, np.ndarray]], n: int, threads: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """``rank_rows(start, stop)`` (each row's items and values, [stop − start, k] each) of n
+    rows in up to ``threads`` consecutive ranges of at least :data:`RANK_PART_ROWS` rows, the
+    first on this thread and the others on kept helper threads at once, stacked in row order.
+    Where each row's ranking depends on that row alone (:func:`~basketgnn.scoring.candidates.
+    fused_top_k`), this is ``rank_rows(0, n)``, bit for bit. Shapes: -> ([n, k], [n, k])."""
+    parts = min(threads, n // RANK_PART_ROWS)
+    if parts <= 1:
+        return rank_rows(0, n)
+    bounds = [n * j // parts for j in range(parts + 1)]
+    with helper_threads(parts - 1) as pool:
+        futures = [pool.submit(rank_rows, a, b) for a, b in zip(bounds[1:-1], bounds[2:])]
+        try:
+            first = rank_rows(bounds[0], bounds[1])
+        finally:
+            wait(futures)  # the helpers' parts end before the call returns or raises
+        done = [first] + [f.result() for f in futures]
+    return np.concatenate([d[0] for d in done]), np.concatenate([d[1] for d in done])
 
 
 def shared_ranking(

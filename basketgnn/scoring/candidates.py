@@ -66,6 +66,12 @@ class SharedScores:
     def __len__(self) -> int:
         return len(self.offsets) - 1
 
+    def rows(self, start: int, stop: int) -> SharedScores:
+        """Rows start..stop-1 as their own SharedScores (views: nothing is copied but the
+        offsets)."""
+        lo, hi = self.offsets[start], self.offsets[stop]
+        return SharedScores(self.base, self.offsets[start : stop + 1] - lo, self.items[lo:hi], self.values[lo:hi])
+
     def row_ids(self) -> np.ndarray:
         """Shapes: -> [nnz] the row of each entry."""
         return np.repeat(np.arange(len(self), dtype=np.int64), np.diff(self.offsets))

@@ -12,6 +12,7 @@ from basketgnn.data.split import Instances, make_split
 from basketgnn.metrics import top_k
 from basketgnn.models.dnntsp import DNNTSP, SPEC, DNNTSPConfig
 from basketgnn.recommenders import fused as fused_module
+from basketgnn.recommenders import shared_scoring
 from basketgnn.recommenders.base import rank_items
 from basketgnn.recommenders.fused import FusedRecommender
 from basketgnn.recommenders.neural import NeuralRecommender
@@ -138,11 +139,15 @@ def test_forward_batches_and_search_parts_shared_by_two_threads(monkeypatch):
     monkeypatch.setattr(base, "shared_plan", plan_logged)
     prepare = fusion.prepare
     monkeypatch.setattr(fusion, "prepare", lambda d, inst: ran.append(("search", len(inst))) or prepare(d, inst))
+    monkeypatch.setattr(shared_scoring, "RANK_PART_ROWS", 16)
+    top_k_shared = fusion.top_k_shared
+    monkeypatch.setattr(fusion, "top_k_shared", lambda s, k, a: ran.append(("rank", len(s))) or top_k_shared(s, k, a))
     got = FusedRecommender(base, fusion).rank(data, everyone, 10)
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
     assert sum(n for kind, n in ran if kind == "forward") == 120 and len([1 for kind, _ in ran if kind == "forward"]) == 15
     assert sum(n for kind, n in ran if kind == "search") == 120 and len([1 for kind, _ in ran if kind == "search"]) == 24
+    assert sorted(n for kind, n in ran if kind == "rank") == [60, 60]  # the top k in two parts
 
 
 def test_scoring_batches_run_longest_first_and_rank_the_same_in_either_order(monkeypatch):

@@ -13,6 +13,7 @@ from basketgnn import registry
 from basketgnn.data.split import Instances, make_split
 from basketgnn.metrics import top_k
 from basketgnn.models.dnntsp import DNNTSP, SPEC, DNNTSPConfig
+from basketgnn.recommenders import shared_scoring
 from basketgnn.recommenders.neural import NeuralRecommender
 from tests.support.planted import planted_data
 
@@ -26,7 +27,8 @@ def untrained(spec, config, n_items, item_ids):
 
 
 @pytest.mark.parametrize("user_context, threads", [(False, 1), (False, 2), (True, 1)])
-def test_rank_is_the_top_k_of_score(user_context, threads):
+def test_rank_is_the_top_k_of_score(monkeypatch, user_context, threads):
+    monkeypatch.setattr(shared_scoring, "RANK_PART_ROWS", 16)  # two threads rank in two parts
     data = planted_data(n_users=90, n_items=40)
     rec = untrained(SPEC, DNNTSPConfig(embed_dim=8, threads=threads, user_context=user_context), 40, data.item_ids)
     with torch.no_grad():

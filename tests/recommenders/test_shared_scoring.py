@@ -14,7 +14,13 @@ from basketgnn.engine.batching import SCORE_BATCH, score_source
 from basketgnn.engine.threads import THREAD_PREFIX
 from basketgnn.engine.trainer import validation_metrics
 from basketgnn.models.dnntsp import DNNTSP, SPEC, DNNTSPConfig
-from basketgnn.recommenders.shared_scoring import run_shared, shared_plan, shared_ranking
+from basketgnn.recommenders import shared_scoring
+from basketgnn.recommenders.shared_scoring import (
+    ranked_in_parts,
+    run_shared,
+    shared_plan,
+    shared_ranking,
+)
 from tests.support.planted import planted_data
 
 
@@ -91,3 +97,38 @@ def test_validation_metrics_from_the_shared_form_equal_the_dense_ones(user_conte
             assert len(third) == n_batches and all(name.startswith(THREAD_PREFIX) for name in third)
     else:  # no gain from the helpers: the engine's dense ranking
         assert second == third == []
+
+
+@pytest.mark.parametrize("n, threads, parts", [(1000, 2, 2), (1000, 3, 3), (1000, 1, 1), (300, 2, 1), (40, 4, 1), (0, 2, 1)])
+def test_rows_ranked_in_parts_on_helper_threads_stack_in_row_order(monkeypatch, n, threads, parts):
+    monkeypatch.setattr(shared_scoring, "RANK_PART_ROWS", 256)
+    calls = []
+
+    def rank_rows(a, b):
+        calls.append((a, b, threading.current_thread().name.startswith(THREAD_PREFIX)))
+        rows = np.arange(a, b)
+        return np.stack([rows, -rows], 1), np.stack([rows * 0.5, rows * 0.25], 1)
+
+    items, values = ranked_in_parts(rank_rows, n, threads)
+    want = rank_rows(0, n)
+    np.testing.assert_array_equal(items, want[0])
+    np.testing.assert_array_equal(values, want[1])
+    calls.pop()  # the reference
+    assert len(calls) == parts and sorted(c[:2] for c in calls)[0][0] == 0 and sum(b - a for a, b, _ in calls) == n
+    assert [on_helper for a, _, on_helper in calls if a == 0] == [False]  # the first part on this thread
+    assert all(on_helper for a, _, on_helper in calls if a > 0)
+
+
+def test_a_failing_part_goes_up_after_the_others_end():
+    ended = []
+
+    def rank_rows(a, b):
+        if a == 0:
+            raise RuntimeError("part failed")
+        threading.Event().wait(0.2)
+        ended.append(a)
+        return np.zeros((b - a, 1), np.int64), np.zeros((b - a, 1))
+
+    with pytest.raises(RuntimeError, match="part failed"):
+        ranked_in_parts(rank_rows, 2048, 2)
+    assert ended == [1024]  # the helper's part ended before the error went up

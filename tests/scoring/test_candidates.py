@@ -88,3 +88,15 @@ def test_sigmoid_does_not_depend_on_where_a_value_sits():
     whole = sigmoid(x)
     assert all(whole[i] == sigmoid(x[i : i + 1])[0] for i in range(0, 1001, 7))
     assert sigmoid(np.array([-1000.0, 0.0, 1000.0])).tolist() == [0.0, 0.5, 1.0]
+
+
+def test_a_block_of_rows_ranks_as_those_rows_of_the_whole():
+    rng = np.random.default_rng(5)
+    scores, tifu = random_shared(rng, 50, 80, per_row=10, levels=2), random_tifu(rng, 50, 80, per_row=12)
+    whole = fused_top_k(scores, 10, tifu, 0.3)
+    for a, b in ((0, 50), (0, 17), (17, 50), (23, 24), (30, 30)):
+        block = scores.rows(a, b)
+        np.testing.assert_array_equal(block.dense(), scores.dense()[a:b])
+        items, values = fused_top_k(block, 10, tifu.rows(a, b), 0.3)
+        np.testing.assert_array_equal(items, whole[0][a:b])
+        np.testing.assert_array_equal(values, whole[1][a:b])
