@@ -7,7 +7,10 @@ training's validation (:mod:`basketgnn.recommenders.shared_scoring`). ``recommen
 evaluation make one ranking call per chunk of customers; threads made afresh for each call pay
 their start and their first, largest batch's per-thread set-up (allocator arenas, torch's and
 numba's thread state) every time. Inside :func:`kept_helpers` (``rank_items`` and
-``write_recommendation_parts`` open it around their chunks) the calls share one pool per size.
+``write_recommendation_parts`` open it around their chunks) the calls share one pool per size,
+and torch's thread count, once a call narrows it (:func:`torch_threads`), stays narrowed until
+the block ends: setting it costs milliseconds (torch rebuilds its thread pools and starts their
+threads anew), and every call of one job asks for the same count.
 
 The pools end with that block: no helper thread outlives the job it served. A live helper that
 has run torch's operations keeps OpenMP state, and while a process holds more such threads than
@@ -30,24 +33,39 @@ from contextlib import contextmanager
 #: The name every helper thread's name starts with.
 THREAD_PREFIX = "basketgnn-helper"
 
-_local = threading.local()  # .scope: (pid, {threads: pool}) of this thread's open kept_helpers block
+_local = threading.local()  # .scope: this thread's open kept_helpers block (a _Scope)
+
+
+class _Scope:
+    """An open :func:`kept_helpers` block: the process it was opened in, its pools by size, and
+    torch's thread count before a call first narrowed it (None: not narrowed)."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.pools: dict[int, ThreadPoolExecutor] = {}
+        self.torch_before: int | None = None
 
 
 @contextmanager
 def kept_helpers() -> Iterator[None]:
     """Inside the block, :func:`helper_threads` on this thread reuses one pool per size, made on
-    first use; the pools are shut down (their threads joined) when the outermost block ends."""
+    first use, and :func:`torch_threads` leaves torch's thread count narrowed; when the
+    outermost block ends, the pools are shut down (their threads joined) and torch's count is
+    restored."""
     if _open_scope() is not None:  # nested: the outer block's pools
         yield
         return
-    _local.scope = (os.getpid(), {})
+    scope = _local.scope = _Scope()
     try:
         yield
     finally:
-        pools = _local.scope[1]
         _local.scope = None
-        for pool in pools.values():
+        for pool in scope.pools.values():
             pool.shutdown(wait=True)
+        if scope.torch_before is not None:
+            import torch
+
+            torch.set_num_threads(scope.torch_before)
 
 
 @contextmanager
@@ -57,36 +75,55 @@ def helper_threads(n: int) -> Iterator[ThreadPoolExecutor]:
     for what it submitted before the block ends."""
     if n < 1:
         raise ValueError(f"helper_threads needs at least 1 thread, got {n}")
-    pools = _open_scope()
-    if pools is None:
+    scope = _open_scope()
+    if scope is None:
         with ThreadPoolExecutor(max_workers=n, thread_name_prefix=THREAD_PREFIX) as own:
             yield own
         return
-    pool = pools.get(n)
+    pool = scope.pools.get(n)
     if pool is None:
-        pool = pools[n] = ThreadPoolExecutor(max_workers=n, thread_name_prefix=f"{THREAD_PREFIX}-{n}")
+        pool = scope.pools[n] = ThreadPoolExecutor(max_workers=n, thread_name_prefix=f"{THREAD_PREFIX}-{n}")
     yield pool
 
 
-def _open_scope() -> dict[int, ThreadPoolExecutor] | None:
-    """This thread's open kept_helpers pools (None: none open, or opened before a fork)."""
-    scope = getattr(_local, "scope", None)
-    if scope is None or scope[0] != os.getpid():
+def torch_thread_count() -> int:
+    """torch's intra-op thread count as set outside :func:`torch_threads`: inside a
+    :func:`kept_helpers` block that a call narrowed, the count before the narrowing (the count
+    a later call of the job is to use), else torch's current count."""
+    import torch
+
+    scope = _open_scope()
+    if scope is not None and scope.torch_before is not None:
+        return scope.torch_before
+    return int(torch.get_num_threads())
+
+
+def _open_scope() -> _Scope | None:
+    """This thread's open kept_helpers block (None: none open, or opened before a fork)."""
+    scope: _Scope | None = getattr(_local, "scope", None)
+    if scope is None or scope.pid != os.getpid():
         return None
-    return scope[1]
+    return scope
 
 
 @contextmanager
 def torch_threads(n: int) -> Iterator[None]:
-    """torch's intra-op threads set to ``n`` inside the block (torch is imported here: ranking
-    a baseline's chunks opens :func:`kept_helpers` without it)."""
+    """torch's intra-op threads set to ``n`` inside the block, and restored after it; inside a
+    :func:`kept_helpers` block on this thread, restored when that block ends (torch is imported
+    here: ranking a baseline's chunks opens :func:`kept_helpers` without it)."""
     import torch
 
     before = torch.get_num_threads()
-    if before == n:  # setting it costs milliseconds (the thread pool is rebuilt)
+    if before == n:  # setting it costs milliseconds (the thread pools are rebuilt)
         yield
         return
     torch.set_num_threads(n)
+    scope = _open_scope()
+    if scope is not None:
+        if scope.torch_before is None:
+            scope.torch_before = before
+        yield
+        return
     try:
         yield
     finally:

@@ -92,9 +92,10 @@ def describe_left_out(left_out_baskets: dict[str, int]) -> str:
     )
 
 
-def setup_torch(config: TrainOptions) -> torch.device:
-    """Threads and float behaviour for training and scoring; returns the device."""
-    if config.threads and torch.get_num_threads() != config.threads:  # setting it costs ms
+def setup_torch(config: TrainOptions, threads: bool = True) -> torch.device:
+    """Threads (unless not ``threads``) and float behaviour for training and scoring; returns
+    the device."""
+    if threads and config.threads and torch.get_num_threads() != config.threads:  # setting it costs ms
         torch.set_num_threads(config.threads)
     # Denormal floats (tiny gradients of saturated sigmoids) are ~40x slower on x86 CPUs.
     torch.set_flush_denormal(True)

@@ -26,6 +26,7 @@ from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
 from basketgnn.engine.batching import SCORE_BATCH, score_source, score_work
 from basketgnn.engine.checkpoint import load_checkpoint
+from basketgnn.engine.threads import torch_thread_count
 from basketgnn.engine.trainer import TrainResult, ValidationRank, setup_torch, train_model
 from basketgnn.errors import UserError
 from basketgnn.metrics import top_k
@@ -113,8 +114,9 @@ class NeuralRecommender:
 
     @property
     def threads(self) -> int:
-        """CPU threads for scoring: the config's ``threads``, else torch's."""
-        return int(self.config.threads or torch.get_num_threads())
+        """CPU threads for scoring: the config's ``threads``, else torch's (as set outside a
+        ranking call's narrowing, :func:`~basketgnn.engine.threads.torch_thread_count`)."""
+        return int(self.config.threads or torch_thread_count())
 
     def with_threads(self, threads: int | None) -> NeuralRecommender:
         """Scoring on ``threads`` CPU threads (None: as configured); the same rows either way."""
@@ -128,10 +130,13 @@ class NeuralRecommender:
         None for a configuration without that form)."""
         return self.spec.score_sparse is not None
 
-    def setup(self) -> torch.device:
-        """torch's threads and float behaviour for scoring (the config's); returns the device.
-        Called before scoring; a caller may narrow the threads afterwards."""
-        return setup_torch(self.config)
+    def setup(self, threads: bool = True) -> torch.device:
+        """torch's threads (unless not ``threads``) and float behaviour for scoring (the
+        config's); returns the device. Called before scoring; a caller may narrow the threads
+        afterwards. A ranking whose forward runs on helper threads with one torch thread each
+        (:func:`~basketgnn.engine.threads.torch_threads`) leaves the count as it is: inside a
+        job's block it stays narrowed from call to call, and setting it costs milliseconds."""
+        return setup_torch(self.config, threads)
 
     def score(self, data: BasketData, instances: Instances) -> np.ndarray:
         """The module's logits, batched as the engine's validation batches them (``score_work``).
@@ -157,7 +162,7 @@ class NeuralRecommender:
         k = min(int(k), data.n_items)
         if len(instances) == 0:
             return np.zeros((0, k), np.int64), np.zeros((0, k), np.float32)
-        self.setup()
+        self.setup(threads=not (self.has_shared_scores and self.threads > 1))
         scores = None
         if self.has_shared_scores:
             # On several threads the forward batch by batch on the helper threads (one torch

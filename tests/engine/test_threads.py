@@ -13,7 +13,13 @@ import pytest
 import torch
 
 from basketgnn.data.split import Instances, make_split
-from basketgnn.engine.threads import THREAD_PREFIX, helper_threads, kept_helpers, torch_threads
+from basketgnn.engine.threads import (
+    THREAD_PREFIX,
+    helper_threads,
+    kept_helpers,
+    torch_thread_count,
+    torch_threads,
+)
 from basketgnn.models.dnntsp import DNNTSPConfig
 from basketgnn.recommenders.base import rank_items
 from basketgnn.recommenders.fused import FusedRecommender
@@ -76,6 +82,62 @@ def test_torch_threads_restored_after_the_block():
     with torch_threads(1):
         assert torch.get_num_threads() == 1
     assert torch.get_num_threads() == before
+
+
+def test_torch_threads_stay_narrowed_inside_a_kept_helpers_block_until_it_ends(monkeypatch):
+    """A job's ranking calls narrow torch's threads once, not once per call: the count is set
+    when the first call narrows it and restored when the block ends (an error included)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        sets = []
+        set_num_threads = torch.set_num_threads
+        monkeypatch.setattr(torch, "set_num_threads", lambda n: sets.append(n) or set_num_threads(n))
+        with kept_helpers():
+            for _ in range(3):
+                with torch_threads(1):
+                    assert torch.get_num_threads() == 1
+                assert torch.get_num_threads() == 1  # left narrowed for the next call
+            with kept_helpers(), torch_threads(1):  # nested: the outer block's
+                pass
+            assert torch_thread_count() == 2  # what the job's next call is to use
+        assert torch.get_num_threads() == 2 and sets == [1, 2]
+        with pytest.raises(RuntimeError, match="failed"):
+            with kept_helpers(), torch_threads(1):
+                raise RuntimeError("failed")
+        assert torch.get_num_threads() == 2 and sets == [1, 2, 1, 2]
+        with kept_helpers():  # not narrowed: nothing to restore
+            pass
+        assert sets == [1, 2, 1, 2]
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("configured", [2, 0])
+def test_a_jobs_chunks_narrow_torch_threads_once(monkeypatch, configured):
+    """Three ranking calls in one block set torch's count twice in all (narrowed, restored),
+    and each call runs on two threads, also where the configuration takes torch's count (0)."""
+    data = planted_data(n_users=120, n_items=40)
+    sp = make_split(data, "temporal")
+    fusion = ScoreFusion(0.3, "sigmoid", TifuScorer.build(data, sp["train"], TifuParams(k=10)))
+    everyone = Instances(np.arange(data.n_users), data.n_baskets_per_user.astype(np.int64))
+    two = FusedRecommender(recommender(data, DNNTSPConfig(embed_dim=8, threads=configured)), fusion)
+    want = rank_items(two, data, everyone, 10, chunk=200)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        sets, calls = [], []
+        set_num_threads = torch.set_num_threads
+        monkeypatch.setattr(torch, "set_num_threads", lambda n: sets.append(n) or set_num_threads(n))
+        beside = FusedRecommender._forward_beside_search
+        monkeypatch.setattr(FusedRecommender, "_forward_beside_search",
+                            lambda self, d, inst, threads: calls.append(threads) or beside(self, d, inst, threads))  # fmt: skip
+        got = rank_items(two, data, everyone, 10, chunk=40)  # three ranking calls
+        assert sets == [1, 2] and torch.get_num_threads() == 2 and calls == [2, 2, 2]
+    finally:
+        torch.set_num_threads(before)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
 
 
 def test_concurrent_rankings_in_chunks_rank_as_one_call():
