@@ -30,6 +30,8 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
+from basketgnn.engine.allocator import keep_freed_memory
+
 #: The name every helper thread's name starts with.
 THREAD_PREFIX = "basketgnn-helper"
 
@@ -51,10 +53,12 @@ def kept_helpers() -> Iterator[None]:
     """Inside the block, :func:`helper_threads` on this thread reuses one pool per size, made on
     first use, and :func:`torch_threads` leaves torch's thread count narrowed; when the
     outermost block ends, the pools are shut down (their threads joined) and torch's count is
-    restored."""
+    restored. The first block of a process also has the C allocator keep large freed blocks
+    for reuse (:func:`~basketgnn.engine.allocator.keep_freed_memory`)."""
     if _open_scope() is not None:  # nested: the outer block's pools
         yield
         return
+    keep_freed_memory()
     scope = _local.scope = _Scope()
     try:
         yield
