@@ -12,7 +12,9 @@ set to that code's folder. The worker loads the checkpoint (and its data, or
 compiled kernels' cache, torch's first calls, the fusion's first search), then for each of
 ``--threads`` writes every customer's top ``--k`` with
 :func:`basketgnn.workflow.recommendations.write_recommendation_parts` (what `recommend` runs)
-and records wall and CPU seconds. The parent compares the parts each code wrote: the share of
+``--passes`` times over, and records each pass's wall and CPU seconds (``pass`` 0, 1, ...).
+The first pass still pays what a process pays once (memory first touched, the first full-size
+batches); the later ones are what a job of many chunks runs at. The parent compares the parts each code wrote: the share of
 identical (customer, item, rank) rows and the largest score difference among them, old against
 new and one thread against two. One JSON line per measurement and per comparison goes to
 benchmarks/results/real_scoring.jsonl (``--tag`` and the 1-minute load beside it).
@@ -34,8 +36,11 @@ import numpy as np
 PROJECT = Path(__file__).resolve().parent.parent
 
 
-def worker(checkpoint: Path, data_path: Path | None, k: int, threads: list[int], warmup: int, out: Path) -> list[dict]:
-    """In the code on PYTHONPATH: each thread count's timed run, its parts written under out/."""
+def worker(
+    checkpoint: Path, data_path: Path | None, k: int, threads: list[int], warmup: int, out: Path, passes: int = 1
+) -> list[dict]:
+    """In the code on PYTHONPATH: each thread count's timed passes, the first one's parts written
+    under out/threads{n}, the later ones' beside it."""
     import torch
 
     from basketgnn.cli import _checkpoint_and_data
@@ -49,16 +54,18 @@ def worker(checkpoint: Path, data_path: Path | None, k: int, threads: list[int],
         torch.set_num_threads(n_threads)
         n_warm = min(warmup, data.n_users)
         rec.rank(data, Instances(np.arange(n_warm), data.n_baskets_per_user[:n_warm].astype(np.int64)), k)
-        load = os.getloadavg()[0]
-        wall, cpu = time.perf_counter(), time.process_time()
-        done = write_recommendation_parts(rec, data, k, out / f"threads{n_threads}", chunk=100_000)
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        records.append({
-            "threads": n_threads, "customers": int(data.n_users), "rows": int(done.rows), "wall_s": round(wall, 3),
-            "cpu_s": round(cpu, 3), "customers_per_s": round(data.n_users / wall),
-            "customers_per_cpu_s": round(data.n_users / max(cpu, 1e-3)), "load_1m": round(load, 2),
-            "load_1m_end": round(os.getloadavg()[0], 2),
-        })  # fmt: skip
+        for p in range(passes):
+            load = os.getloadavg()[0]
+            folder = out / (f"threads{n_threads}" if p == 0 else f"threads{n_threads}-pass{p}")
+            wall, cpu = time.perf_counter(), time.process_time()
+            done = write_recommendation_parts(rec, data, k, folder, chunk=100_000)
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            records.append({
+                "threads": n_threads, "pass": p, "customers": int(data.n_users), "rows": int(done.rows),
+                "wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "customers_per_s": round(data.n_users / wall),
+                "customers_per_cpu_s": round(data.n_users / max(cpu, 1e-3)), "load_1m": round(load, 2),
+                "load_1m_end": round(os.getloadavg()[0], 2),
+            })  # fmt: skip
     return records
 
 
@@ -92,13 +99,14 @@ def main() -> None:
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--warmup", type=int, default=256)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--passes", type=int, default=1, help="timed passes per thread count in each worker")
     ap.add_argument("--tag", default="")
     ap.add_argument("--no-record", action="store_true")
     ap.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker is not None:
         # The code on PYTHONPATH is measured: nothing of this checkout is put on the path.
-        print(json.dumps(worker(args.checkpoint, args.data, args.k, args.threads, args.warmup, args.worker)))
+        print(json.dumps(worker(args.checkpoint, args.data, args.k, args.threads, args.warmup, args.worker, args.passes)))
         return
     if args.old is None:
         ap.error("--old is required")
@@ -113,7 +121,8 @@ def main() -> None:
             for label, code in in_turn(codes, r):
                 out = Path(tmp) / f"r{r}-{label}"
                 cmd = [sys.executable, __file__, "--worker", str(out), "--checkpoint", str(args.checkpoint),
-                       "--k", str(args.k), "--warmup", str(args.warmup), "--threads", *map(str, args.threads)]  # fmt: skip
+                       "--k", str(args.k), "--warmup", str(args.warmup), "--passes", str(args.passes),
+                       "--threads", *map(str, args.threads)]  # fmt: skip
                 cmd += ["--data", str(args.data)] if args.data else []
                 with tempfile.TemporaryDirectory() as cwd:  # not a project root: PYTHONPATH decides
                     done = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": str(code)}, cwd=cwd,
