@@ -120,7 +120,6 @@ class GraphBatch:
     row_node: torch.Tensor
     row_weight: torch.Tensor
     row_present: torch.Tensor
-    seq_row: torch.Tensor
     node_item: torch.Tensor
     node_user: torch.Tensor
     node_len: torch.Tensor
@@ -145,6 +144,17 @@ class GraphBatch:
     @property
     def max_len(self) -> int:
         return int(self.user_len.max()) if len(self.user_len) else 0
+
+    @cached_property
+    def seq_row(self) -> torch.Tensor:
+        """[M, T] the row holding node m at timestamp t, padding the node's absent row: the
+        attention plan written out (built on first use; the compiled kernels read the plan
+        itself, and only the tensor path's sequences, the membership features and the
+        explanations read this)."""
+        seq = self.absent_row[:, None].repeat(1, self.max_len)  # [M, T]
+        node = torch.repeat_interleave(torch.arange(len(self.absent_row), device=seq.device), self.node_count)
+        seq[node, self.node_times] = self.node_rows
+        return seq
 
     @cached_property
     def attention(self) -> tuple[AttentionBucket, ...]:
@@ -257,7 +267,6 @@ class UserGraphs:
         n_present = self.n_present[idx]  # [B]
         node_base = _offsets(n_nodes)  # [B + 1]
         M = int(node_base[-1])
-        T_max = int(T.max()) if B else 0
         node_inst = np.repeat(np.arange(B), n_nodes)  # [M]
         nodes = ranges(self.node_offsets[idx], n_nodes)  # [M] global node ids
         absent_weight = (T[node_inst] - self.node_present[nodes]).astype(np.float32)  # [M]
@@ -280,9 +289,7 @@ class UserGraphs:
         row_weight[absent_row[absent_node]] = absent_weight
         row_present = np.zeros(R, dtype=bool)
         row_present[p_row] = True
-        seq_row = np.repeat(absent_row[:, None], T_max, axis=1)  # [M, T_max]
         p_t = self.present_t[p]  # [P_b]
-        seq_row[p_node, p_t] = p_row
         node_last = np.zeros(M, dtype=np.int64)
         np.maximum.at(node_last, p_node, p_t)
         # Present rows node by node; an instance's entries are in time order, so a stable sort
@@ -324,7 +331,6 @@ class UserGraphs:
             row_node=torch.from_numpy(row_node),
             row_weight=torch.from_numpy(row_weight),
             row_present=torch.from_numpy(row_present),
-            seq_row=torch.from_numpy(seq_row),
             node_item=torch.from_numpy(self.node_item[nodes].astype(np.int64)),
             node_user=torch.from_numpy(node_inst),
             node_len=torch.from_numpy(T[node_inst]),
