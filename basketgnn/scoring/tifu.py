@@ -279,7 +279,7 @@ class NeighbourIndex:
 
     @property
     def _no_base(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64)
+        return np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int32)
 
     def common_rows(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The k pool rows found most often among the pool's own customers' k nearest (at
@@ -287,7 +287,7 @@ class NeighbourIndex:
         with their sum and how many of them hold each item: a base most queries' neighbour sets
         differ from in few rows. Computed once per k.
 
-        Shapes: -> (rows [min(k, P)] int64, sum [I] float64, count [I] int64)."""
+        Shapes: -> (rows [min(k, P)] int64, sum [I] float64, count [I] int32)."""
         if k not in self._common:
             rows = self.vectors
             ask = np.arange(0, rows.n_rows, max(1, -(-rows.n_rows // COMMON_QUERIES)))
@@ -301,7 +301,8 @@ class NeighbourIndex:
             for p in range(len(base)):  # in ascending row order
                 lo, hi = sub.indptr[p], sub.indptr[p + 1]
                 total[sub.indices[lo:hi]] += sub.data[lo:hi]
-            count = np.bincount(sub.indices, minlength=rows.n_cols).astype(np.int64)
+            # At most k: int32 halves what each query copies and updates (the kernel's count).
+            count = np.bincount(sub.indices, minlength=rows.n_cols).astype(np.int32)
             self._common[k] = (base.astype(np.int64), total, count)
         return self._common[k]
 

@@ -288,8 +288,8 @@ def _mean_from_base(neighbours, w, base, pool_ptr, pool_idx, pool_val, mean, cou
     neighbours; items no neighbour holds get exactly 0 (their count). Returns False (nothing
     written) when summing the neighbours is cheaper.
 
-    Shapes: base (rows [B] ascending, sum [I] float64, count [I] int64); mean [I] float64;
-    count [I] int64 scratch; only_n [≥ k], only_b [≥ B] int64 scratch."""
+    Shapes: base (rows [B] ascending, sum [I] float64, count [I] int32); mean [I] float64;
+    count [I] int32 scratch; only_n [≥ k], only_b [≥ B] int64 scratch."""
     base_rows, base_sum, base_count = base
     n_n, n_b = _merge_difference(neighbours, base_rows, only_n, only_b)
     if _entries(only_n, n_n, pool_ptr) + _entries(only_b, n_b, pool_ptr) >= _entries(neighbours, len(neighbours), pool_ptr):
@@ -335,7 +335,7 @@ def tifu_kept_scores(
     Shapes: own_* CSR [n, I] (items ascending); same_ptr [n + 1], same_rows [*]; pool_* CSR
     [P, I] (items ascending); inv_* its transpose [I, P] (rows ascending); sq_norms [P];
     slot [I], dense [*, P]: the dense columns of the items most rows hold (:func:`_distances`);
-    alphas [A]; base ([B] int64, [I] float64, [I] int64) -> (offsets [A, n + 1], items
+    alphas [A]; base ([B] int64, [I] float64, [I] int32) -> (offsets [A, n + 1], items
     [A, ≥ nnz] int64, values [A, ≥ nnz] float64): row u of α number a is
     items[a, offsets[a, u]:offsets[a, u + 1]].
     """
@@ -361,7 +361,7 @@ def tifu_kept_scores(
     keys = np.empty(n_items)  # −fused value (float32 values, held exactly)
     fused_items = np.empty(n_items, np.int64)
     use_base = len(base[0]) > 0
-    count = np.empty(n_items if use_base else 0, np.int64)
+    count = np.empty(n_items if use_base else 0, np.int32)
     only_n, only_b = np.empty(max(k_eff, 1), np.int64), np.empty(len(base[0]), np.int64)
     for u in range(n):
         _distances(u, own_ptr, own_idx, own_val, same_ptr, same_rows, inv_ptr, inv_rows, inv_val, sq_norms, slot, dense,

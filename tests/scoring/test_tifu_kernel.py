@@ -256,7 +256,7 @@ def test_mean_from_base_against_the_dense_mean(seed):
     idx = np.nonzero(dense)[1].astype(np.int32)
     val = dense[dense > 0]
     base_rows = np.sort(rng.choice(n_pool, 40, replace=False)).astype(np.int64)
-    base = (base_rows, dense[base_rows].sum(0), (dense[base_rows] > 0).sum(0).astype(np.int64))
+    base = (base_rows, dense[base_rows].sum(0), (dense[base_rows] > 0).sum(0).astype(np.int32))
     outside = np.setdiff1d(np.arange(n_pool), base_rows)
     cases = {
         "near": np.sort(np.r_[np.delete(base_rows, [3, 17]), outside[[5, 9, 40]]]),
@@ -264,7 +264,7 @@ def test_mean_from_base_against_the_dense_mean(seed):
         "far": np.sort(rng.choice(outside, 40, replace=False)),
     }
     for name, nbrs in cases.items():
-        mean, count = np.full(n_items, np.nan), np.empty(n_items, np.int64)
+        mean, count = np.full(n_items, np.nan), np.empty(n_items, np.int32)
         w = 1.0 / len(nbrs)
         done = _mean_from_base(nbrs.astype(np.int64), w, base, ptr, idx, val, mean, count,
                                np.empty(len(nbrs), np.int64), np.empty(len(base_rows), np.int64))  # fmt: skip
