@@ -174,7 +174,8 @@ class FusedRecommender:
         n = len(instances)
         if n == 0:
             return np.zeros((0, k), np.int64), np.zeros((0, k), np.float32)
-        self.base.setup(threads=self.base.threads <= 1)  # on more, the forward narrows them
+        # On several threads the forward narrows torch's threads to one itself (torch_threads).
+        self.base.setup(threads=self.base.threads <= 1)
         shared = self.base.shared_scores if self.base.has_shared_scores else None
         if self.fusion.transform != "sigmoid" or (self.needs_model and shared is None):
             return rank_dense(self.score(data, instances), k)
