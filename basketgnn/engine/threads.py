@@ -9,8 +9,10 @@ their start and their first, largest batch's per-thread set-up (allocator arenas
 numba's thread state) every time. Inside :func:`kept_helpers` (``rank_items`` and
 ``write_recommendation_parts`` open it around their chunks) the calls share one pool per size,
 and torch's thread count, once a call narrows it (:func:`torch_threads`), stays narrowed until
-the block ends: setting it costs milliseconds (torch rebuilds its thread pools and starts their
-threads anew), and every call of one job asks for the same count.
+the block ends or a dense forward sets the job's count again
+(:func:`~basketgnn.engine.trainer.setup_torch`): setting it costs milliseconds (torch rebuilds
+its thread pools and starts their threads anew), and a job's ranking calls mostly ask for the
+same count.
 
 The pools end with that block: no helper thread outlives the job it served. A live helper that
 has run torch's operations keeps OpenMP state, and while a process holds more such threads than

@@ -61,6 +61,7 @@ from basketgnn.engine.batching import SCORE_BATCH, BatchPlan, score_source, scor
 from basketgnn.engine.callbacks import Best, EarlyStopping, RunFiles
 from basketgnn.engine.compiled_adam import CompiledAdam
 from basketgnn.engine.progress import progress_bar
+from basketgnn.engine.threads import torch_thread_count
 from basketgnn.engine.warm_start import WarmStartReport, apply_warm_start, read_previous
 from basketgnn.fingerprint import data_fingerprint
 from basketgnn.metrics import KS, ranking_metrics, top_k, usable_ks
@@ -94,9 +95,13 @@ def describe_left_out(left_out_baskets: dict[str, int]) -> str:
 
 def setup_torch(config: TrainOptions, threads: bool = True) -> torch.device:
     """Threads (unless not ``threads``) and float behaviour for training and scoring; returns
-    the device."""
-    if threads and config.threads and torch.get_num_threads() != config.threads:  # setting it costs ms
-        torch.set_num_threads(config.threads)
+    the device. The threads are the config's, or with 0 torch's own count as set outside a
+    job's narrowing (:func:`~basketgnn.engine.threads.torch_thread_count`): a dense forward
+    after a ranking call that narrowed them runs on the job's count again."""
+    if threads:
+        want = config.threads or torch_thread_count()
+        if torch.get_num_threads() != want:  # setting it costs ms
+            torch.set_num_threads(want)
     # Denormal floats (tiny gradients of saturated sigmoids) are ~40x slower on x86 CPUs.
     torch.set_flush_denormal(True)
     return torch.device(config.device)

@@ -159,3 +159,25 @@ def test_concurrent_rankings_in_chunks_rank_as_one_call():
         assert g is not None
         np.testing.assert_array_equal(g[0], want[0])
         np.testing.assert_array_equal(g[1], want[1])
+
+
+def test_a_dense_forward_after_a_narrowed_call_runs_on_the_jobs_count(monkeypatch):
+    """A configuration without the shared form (user_context) tries it, narrowed, and falls back
+    to the dense forward: with threads 0 (torch's count), that forward runs on the job's two
+    threads in every call, not on the one the narrowing left."""
+    import basketgnn.recommenders.neural as neural_module
+
+    data = planted_data(n_users=90, n_items=40)
+    rec = recommender(data, DNNTSPConfig(embed_dim=8, threads=0, user_context=True))
+    everyone = Instances(np.arange(data.n_users), data.n_baskets_per_user.astype(np.int64))
+    seen = []
+    score_source = neural_module.score_source
+    monkeypatch.setattr(neural_module, "score_source",
+                        lambda *a, **k: seen.append(torch.get_num_threads()) or score_source(*a, **k))  # fmt: skip
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        rank_items(rec, data, everyone, 10, chunk=30)  # three ranking calls
+        assert seen == [2, 2, 2] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
