@@ -1,6 +1,7 @@
 """What the compiled kernels share (the ``*_kernel`` modules of scoring/, ``graph.build_kernel``
 and nn/): numba's options, the default sizes they specialise for, and when a compiled inference
-path may stand in for a module's tensor path (:func:`compiled_inference_applies`)."""
+path may stand in for a module's tensor path (:func:`compiled_inference_applies`), and the
+prefetch hints of the kernels that gather rows in an order of their own (:func:`prefetch`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numba
 import torch
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 # DNNTSP's default sizes: a 32-wide embedding, attention in 4 heads of 8. The training kernels
 # (nn.attention_train_kernel, nn.gcn_kernel) compile a copy of their work with these as
@@ -50,3 +56,42 @@ def compiled_inference_applies(
     or any of ``params`` (the module's weights used on the way), no dropout acting."""
     needs_grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, *params))
     return compiled_training_applies(x) and not needs_grad and not (training and dropout > 0)
+
+
+
+def _emit_prefetch(context: Any, builder: Any, array_type: Any, array: Any, indices: list[Any]) -> Any:
+    """LLVM's ``llvm.prefetch`` (read, high locality, data cache) of ``array[indices]``'s address."""
+    view = context.make_array(array_type)(context, builder, array)
+    pointer = cgutils.get_item_pointer(context, builder, array_type, view, indices, wraparound=False)
+    byte_pointer, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+    function_type = ir.FunctionType(ir.VoidType(), [byte_pointer, i32, i32, i32])
+    function = cgutils.get_or_insert_function(builder.module, function_type, "llvm.prefetch.p0i8")
+    builder.call(function, [builder.bitcast(pointer, byte_pointer), i32(0), i32(3), i32(1)])
+    return context.get_dummy_value()
+
+
+@intrinsic
+def prefetch(typingctx: Any, array: Any, index: Any) -> Any:  # pragma: no cover - jit
+    """``prefetch(a, i)`` in compiled code: a hint to the CPU that the cache line of ``a[i]``
+    (1-D) is about to be read; no effect on any value. A kernel that reads rows in an order of
+    its own issues it a few rows ahead, so the lines arrive while the rows before are computed."""
+    return types.void(array, index), lambda context, builder, sig, args: _emit_prefetch(
+        context, builder, sig.args[0], args[0], [args[1]]
+    )
+
+
+@intrinsic
+def prefetch_2d(typingctx: Any, array: Any, row: Any, column: Any) -> Any:  # pragma: no cover - jit
+    """:func:`prefetch` of ``a[i, j]`` (2-D, C-contiguous)."""
+    return types.void(array, row, column), lambda context, builder, sig, args: _emit_prefetch(
+        context, builder, sig.args[0], args[0], [args[1], args[2]]
+    )
+
+
+@numba.njit(inline="always")
+def prefetch_row(array: Any, row: int) -> None:  # pragma: no cover - jit
+    """:func:`prefetch` of every cache line of ``array[row]`` (2-D, C-contiguous)."""
+    width = array.shape[1]
+    for column in range(0, width, max(64 // array.itemsize, 1)):
+        prefetch_2d(array, row, column)
+    prefetch_2d(array, row, width - 1)  # a row that starts mid-line ends on one more
