@@ -31,6 +31,8 @@ from basketgnn.jit import jit_options
 _JIT = jit_options(__file__)
 #: Histories up to this many baskets rank their (t, s) slots through a dense T x T table.
 _TABLE_T = 64
+#: Customers with up to this many items bought at least twice count their pairs in a dense table.
+_TABLE_NODES = 128
 
 
 @numba.njit(**_JIT)
@@ -101,15 +103,30 @@ def _basket_end(entry_t, start, hi):  # pragma: no cover - jit
 @numba.njit(**_JIT, inline="always")
 def _max_c(entry_offsets, entry_t, entry_node, node_present, node_offsets):  # pragma: no cover - jit
     """Each instance's max c: the largest number of its baskets holding the same two distinct
-    nodes, over the pairs of nodes bought at least twice (1 if none repeats). Shape [n]."""
+    nodes, over the pairs of nodes bought at least twice (1 if none repeats). Shape [n].
+
+    With w such nodes, up to ``_TABLE_NODES``: the pairs counted in a w x w table
+    (:func:`_max_pair_count`); more: their keys sorted and the runs counted. Integer counts
+    either way: the same max."""
     n = len(entry_offsets) - 1
     max_c = np.ones(n, np.float64)
     keys = np.empty(0, np.int64)
+    local = np.full(len(node_present), -1, np.int64)  # a repeated node's index among its instance's
+    table = np.zeros(_TABLE_NODES * _TABLE_NODES, np.int32)
     for u in range(n):
         lo, hi = entry_offsets[u], entry_offsets[u + 1]
-        n_keys = _count_pair_keys(lo, hi, entry_t, entry_node, node_present)
-        if n_keys == 0:
+        w = 0
+        for v in range(node_offsets[u], node_offsets[u + 1]):
+            if node_present[v] >= 2:
+                local[v] = w
+                w += 1
+        if w == 0:
             continue
+        if w <= _TABLE_NODES:
+            max_c[u] = _max_pair_count(lo, hi, entry_t, entry_node, local, w, table)
+            table[: w * w] = 0
+            continue
+        n_keys = _count_pair_keys(lo, hi, entry_t, entry_node, node_present)
         if len(keys) < n_keys:
             keys = np.empty(2 * n_keys, np.int64)
         _fill_pair_keys(lo, hi, entry_t, entry_node, node_present, node_offsets[u],
@@ -124,6 +141,29 @@ def _max_c(entry_offsets, entry_t, entry_node, node_present, node_offsets):  # p
                     max_c[u] = run
                 run = 1
     return max_c
+
+
+@numba.njit(**_JIT, inline="always")
+def _max_pair_count(lo, hi, entry_t, entry_node, local, w, table):  # pragma: no cover - jit
+    """The largest count of :func:`_fill_pair_keys`' keys for the entries ``lo .. hi - 1``
+    (at least 1), counted in ``table[i * w + j]`` (local indices i <= j of the repeated nodes;
+    ``local`` -1 for the others). ``table[:w * w]`` is zero before and is left with the counts."""
+    best = 1
+    start = lo
+    while start < hi:
+        end = _basket_end(entry_t, start, hi)
+        for a in range(start, end):
+            i = local[entry_node[a]]
+            if i >= 0:
+                for b in range(a + 1, end):
+                    j = local[entry_node[b]]
+                    if j >= 0:
+                        key = min(i, j) * w + max(i, j)
+                        count = table[key] + (2 if i == j else 1)
+                        table[key] = count
+                        best = max(best, count)
+        start = end
+    return best
 
 
 @numba.njit(**_JIT, inline="always")

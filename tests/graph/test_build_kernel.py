@@ -1,7 +1,7 @@
 """The compiled factored graphs (``graph.build_kernel``, behind ``build_user_graphs``) against
 the NumPy form's sorts, array for array: random customers, history caps, targets, customers
 without history, items listed twice in a basket, and a retail export's shapes (baskets of
-hundreds of items, histories of hundreds of baskets)."""
+hundreds of items, histories of hundreds of baskets, hundreds of items bought twice)."""
 
 from __future__ import annotations
 
@@ -73,6 +73,10 @@ def test_a_retail_exports_shapes():
     data = raw_basket_data(users, 2000)
     instances = Instances(np.arange(len(users)), np.array([len(u) for u in users], dtype=np.int64))
     assert instances.n_history.max() > 64  # past the dense (t, s) table: slots ranked by a sort
+    # max c from pair keys sorted (more items bought twice than the pair table holds) and from
+    # the table (the others)
+    repeated = [sum(n >= 2 for n in np.unique(np.concatenate(u), return_counts=True)[1]) for u in users]
+    assert max(repeated) > build_kernel._TABLE_NODES >= min(r for r in repeated if r > 0)
     _assert_same(*_both(data, instances, with_targets=False))
     _assert_same(*_both(data, instances, with_targets=False, max_history=20, max_history_items=150))
 
