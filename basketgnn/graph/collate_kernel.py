@@ -2,7 +2,9 @@
 counting sorts of small non-negative integer keys in place of NumPy's comparison sorts, with
 the same outputs element for element (the tests compare them with ``np.argsort(kind="stable")``
 and ``np.unique``). A batch's keys are node ids and item ids, bounded by the batch's nodes and
-the catalogue, so a count per key costs less than sorting.
+the catalogue, so a count per key costs less than sorting. :func:`collate_factored` is the
+whole collate of the factored form: one loop per array in place of the NumPy form's dozen
+passes of gathers, repeats and scatters (which stay as its reference).
 
 Shapes: n keys.
 """
@@ -65,3 +67,159 @@ def unique_pairs(major, minor, n_major, n_minor):  # pragma: no cover - jit
             u += 1
         inverse[i] = u - 1
     return first[:u], inverse
+
+
+
+#: What :func:`collate_factored` returns after the adjacency's five fields: GraphBatch's fields.
+BATCH_FIELDS = (
+    "row_node", "row_weight", "row_present", "node_item", "node_user", "node_len", "node_count", "node_last",
+    "node_rows", "node_times", "absent_row",
+)  # fmt: skip
+
+
+@numba.njit(**_JIT)
+def collate_factored(
+    idx, n_history, node_offsets, node_item, node_present, present_offsets, present_node, present_t, self_w,
+    pair_offsets, pair_row, pair_slot, slot_offsets, share,
+):  # pragma: no cover - jit
+    """:meth:`~basketgnn.graph.cooccurrence.UserGraphs.collate` of the factored form, compiled:
+    element for element what the NumPy form gives (the tests compare them). Instance b's
+    present rows start at row_base[b]; then (``share`` False) its nodes' absent rows, or
+    (``share``) after every present row one absent row per distinct (item, self weight) of the
+    batch, ascending, standing for the first node that has it, the nodes' multiplicities summed
+    in node order.
+
+    Shapes: idx [B]; the graphs' arrays (:class:`~basketgnn.graph.cooccurrence.UserGraphs`) ->
+    (FactoredAdjacency's pair_row [F_b], pair_slot [F_b], num_slots, row_scale [R], row_self [R]
+    float32, then
+    :data:`BATCH_FIELDS`: row_node [R], row_weight [R] float32, row_present [R] bool,
+    node_item, node_user, node_len, node_count, node_last [M], node_rows, node_times [P_b],
+    absent_row [M]).
+    """
+    B = len(idx)
+    node_base = np.zeros(B + 1, np.int64)
+    row_base = np.zeros(B + 1, np.int64)
+    for b in range(B):
+        u = idx[b]
+        n_nodes = node_offsets[u + 1] - node_offsets[u]
+        node_base[b + 1] = node_base[b] + n_nodes
+        row_base[b + 1] = row_base[b] + present_offsets[u + 1] - present_offsets[u] + (0 if share else n_nodes)
+    item, node_inst, node_len, node_count, weight, absent_row = _batch_nodes(
+        idx, node_base, row_base, n_history, node_offsets, node_item, node_present, present_offsets
+    )
+    if share:
+        P = row_base[B]
+        owner, shared, sums = _shared_absent(self_w[idx], item, node_inst, weight)
+        absent_row = P + shared
+        R = P + len(owner)
+    else:
+        owner, sums, R = np.arange(len(item)), weight.astype(np.float64), row_base[B]
+    row_node = np.empty(R, np.int64)
+    row_weight = np.ones(R, np.float32)
+    row_present = np.zeros(R, np.bool_)
+    row_scale = np.empty(R, self_w.dtype)
+    row_self = np.ones(R, np.float32)
+    for m in range(len(item)):
+        row_scale[absent_row[m]] = self_w[idx[node_inst[m]]]
+    for k in range(len(owner)):
+        row_node[absent_row[owner[k]]] = owner[k]
+        row_weight[absent_row[owner[k]]] = np.float32(sums[k])
+    node_last, node_rows, node_times = _present_rows(
+        idx, node_base, row_base, node_offsets, node_present, present_offsets, present_node, present_t, self_w,
+        row_node, row_present, row_scale, row_self,
+    )  # fmt: skip
+    out_row, out_slot, num_slots = _shifted_pairs(idx, row_base, pair_offsets, pair_row, pair_slot, slot_offsets)
+    return (
+        out_row, out_slot, num_slots, row_scale, row_self,
+        row_node, row_weight, row_present, item, node_inst, node_len, node_count, node_last, node_rows, node_times,
+        absent_row,
+    )  # fmt: skip
+
+
+@numba.njit(**_JIT, inline="always")
+def _batch_nodes(idx, node_base, row_base, n_history, node_offsets, node_item, node_present, present_offsets):  # pragma: no cover - jit
+    """The batch's nodes: item, instance, history length, purchases, absent multiplicity
+    (float32(T - purchases)) and the absent row of the per-node layout (after the instance's
+    present rows). Shapes: -> [M] each."""
+    M = node_base[-1]
+    item, node_inst, node_len, node_count = np.empty(M, np.int64), np.empty(M, np.int64), np.empty(M, np.int64), np.empty(M, np.int64)
+    weight = np.empty(M, np.float32)
+    absent_row = np.empty(M, np.int64)
+    for b in range(len(idx)):
+        u = idx[b]
+        first_absent = row_base[b] + present_offsets[u + 1] - present_offsets[u]
+        for j in range(node_offsets[u + 1] - node_offsets[u]):
+            m, v = node_base[b] + j, node_offsets[u] + j
+            item[m] = node_item[v]
+            node_inst[m] = b
+            node_len[m] = n_history[u]
+            node_count[m] = node_present[v]
+            weight[m] = np.float32(n_history[u] - node_present[v])
+            absent_row[m] = first_absent + j
+    return item, node_inst, node_len, node_count, weight, absent_row
+
+
+@numba.njit(**_JIT, inline="always")
+def _shared_absent(inst_w, item, node_inst, weight):  # pragma: no cover - jit
+    """The shared absent rows: the first node of each distinct (item, self weight) in
+    ascending order, each node's pair, and each pair's multiplicity (float64 sums in node
+    order). Shapes: inst_w [B]; item, node_inst, weight [M] -> ([U], [M], [U])."""
+    distinct_w = np.unique(inst_w)
+    code = np.searchsorted(distinct_w, inst_w)  # [B] each instance's self weight's rank
+    n_major = 0
+    for m in range(len(item)):
+        n_major = max(n_major, item[m] + 1)
+    owner, shared = unique_pairs(item, code[node_inst], n_major, max(len(distinct_w), 1))
+    sums = np.zeros(len(owner), np.float64)
+    for m in range(len(item)):
+        sums[shared[m]] += weight[m]
+    return owner, shared, sums
+
+
+@numba.njit(**_JIT, inline="always")
+def _present_rows(
+    idx, node_base, row_base, node_offsets, node_present, present_offsets, present_node, present_t, self_w,
+    row_node, row_present, row_scale, row_self,
+):  # pragma: no cover - jit
+    """The present rows' node, presence, self weight and self coefficient 1 - purchases, in
+    place; returns each node's latest purchase [M] and its present rows and times node by node
+    (time order within a node) [P_b]."""
+    P = 0
+    for b in range(len(idx)):
+        P += present_offsets[idx[b] + 1] - present_offsets[idx[b]]
+    p_node, p_row, p_t = np.empty(P, np.int64), np.empty(P, np.int64), np.empty(P, np.int64)
+    node_last = np.zeros(node_base[-1], np.int64)
+    at = 0
+    for b in range(len(idx)):
+        u = idx[b]
+        for j in range(present_offsets[u + 1] - present_offsets[u]):
+            e, r = present_offsets[u] + j, row_base[b] + j
+            m = node_base[b] + present_node[e]
+            p_node[at], p_row[at], p_t[at] = m, r, present_t[e]
+            row_scale[r] = self_w[u]
+            row_node[r] = m
+            row_present[r] = True
+            row_self[r] = np.float32(1.0 - node_present[node_offsets[u] + present_node[e]])
+            node_last[m] = max(node_last[m], present_t[e])
+            at += 1
+    by_node = stable_order(p_node, len(node_last))
+    return node_last, p_row[by_node], p_t[by_node]
+
+
+@numba.njit(**_JIT, inline="always")
+def _shifted_pairs(idx, row_base, pair_offsets, pair_row, pair_slot, slot_offsets):  # pragma: no cover - jit
+    """The factored adjacency's entries of the batch's instances, shifted to the batch's rows
+    and slots; returns them and the number of slots. Shapes: -> ([F_b], [F_b], int)."""
+    F = 0
+    for b in range(len(idx)):
+        F += pair_offsets[idx[b] + 1] - pair_offsets[idx[b]]
+    out_row, out_slot = np.empty(F, np.int64), np.empty(F, np.int64)
+    at = slot_base = 0
+    for b in range(len(idx)):
+        u = idx[b]
+        for q in range(pair_offsets[u], pair_offsets[u + 1]):
+            out_row[at] = pair_row[q] + row_base[b]
+            out_slot[at] = pair_slot[q] + slot_base
+            at += 1
+        slot_base += slot_offsets[u + 1] - slot_offsets[u]
+    return out_row, out_slot, slot_base

@@ -57,7 +57,12 @@ from basketgnn.data.dataset import BasketData, _offsets, ranges
 from basketgnn.data.split import Instances
 from basketgnn.graph import build_kernel
 from basketgnn.graph.attention_plan import AttentionBucket, attention_buckets
-from basketgnn.graph.collate_kernel import stable_order, unique_pairs
+from basketgnn.graph.collate_kernel import (
+    BATCH_FIELDS,
+    collate_factored,
+    stable_order,
+    unique_pairs,
+)
 
 if TYPE_CHECKING:
     import dgl
@@ -249,8 +254,9 @@ class UserGraphs:
         items = self.target_items[ranges(self.target_offsets[idx], lens)].astype(np.int64)
         return {"target_items": torch.from_numpy(items), "target_offsets": torch.from_numpy(_offsets(lens))}
 
-    def collate(self, idx: np.ndarray, with_targets: bool = True) -> GraphBatch:
-        """Merge the graphs of instances ``idx`` into one :class:`GraphBatch` (vectorised).
+    def collate(self, idx: np.ndarray, with_targets: bool = True, compiled: bool = True) -> GraphBatch:
+        """Merge the graphs of instances ``idx`` into one :class:`GraphBatch` (vectorised; the
+        factored form by a compiled kernel unless ``compiled`` is False: the same arrays).
 
         Rows of instance b are its present rows, then its absent rows, at offset row_base[b].
         With ``share_absent``, the present rows of all instances come first and then one absent
@@ -261,6 +267,8 @@ class UserGraphs:
         scoring pass computes drop by the nodes that share.
         """
         idx = np.asarray(idx, dtype=np.int64)
+        if compiled and self.form != "edges":
+            return self._collate_compiled(idx, with_targets)
         B = len(idx)
         T = self.n_history[idx]  # [B]
         n_nodes = self.n_nodes[idx]  # [B]
@@ -342,6 +350,19 @@ class UserGraphs:
             absent_row=torch.from_numpy(absent_row),
             **targets,
         )
+
+    def _collate_compiled(self, idx: np.ndarray, with_targets: bool) -> GraphBatch:
+        """:meth:`collate` of the factored form by :func:`~basketgnn.graph.collate_kernel.collate_factored`."""
+        out = collate_factored(
+            idx, self.n_history, self.node_offsets, self.node_item, self.node_present, self.present_offsets,
+            self.present_node, self.present_t, self.self_w, self.pair_offsets, self.pair_row, self.pair_slot,
+            self.slot_offsets, self.share_absent,
+        )  # fmt: skip
+        t = torch.from_numpy
+        adjacency = FactoredAdjacency(t(out[0]), t(out[1]), int(out[2]), t(out[3]), t(out[4]))
+        targets = self._targets(idx) if with_targets else {}
+        fields = dict(zip(BATCH_FIELDS, map(t, out[5:])), user_len=t(self.n_history[idx]), **targets)
+        return GraphBatch(graph=None, adjacency=adjacency, **fields)
 
 
 def _absent_layout(

@@ -711,3 +711,38 @@ def test_shared_absent_rows_are_the_same_graphs(form, seed):
     dense = _dense_factored if form == "factored" else _dense_edges
     keep_p, keep_s = plain.row_present, shared.row_present
     assert torch.equal(dense(plain)[keep_p][:, keep_p], dense(shared)[keep_s][:, keep_s])
+
+
+def _batch_arrays(batch: GraphBatch) -> dict[str, torch.Tensor]:
+    """Every array of a factored batch, the adjacency's included."""
+    out = {k: v for k, v in vars(batch).items() if isinstance(v, torch.Tensor)}
+    a = batch.adjacency
+    out.update(pair_row=a.pair_row, pair_slot=a.pair_slot, row_scale=a.row_scale, row_self=a.row_self)
+    out["num_slots"] = torch.tensor(a.num_slots)
+    return out
+
+
+@pytest.mark.parametrize("share", [False, True])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_compiled_collate_is_the_numpy_collate(share, seed):
+    """The factored form's compiled collate gives the NumPy form's arrays, dtype and element for
+    element: per-node and shared absent rows, customers of every shape (long histories, baskets
+    of 120 items, repeated ids, customers without history), targets, any order, empty batches."""
+    seqs = _long_histories(seed)
+    n_history = [len(s) - 1 for s in seqs]
+    n_history[3] = 0  # a customer without history: no node
+    data, inst = from_sequences(seqs, n_items=200), _instances(seqs, n_history)
+    graphs = build_user_graphs(data, inst, form="factored", share_absent=share)
+    rng = np.random.default_rng(seed)
+    batches = [rng.permutation(len(seqs)), rng.choice(len(seqs), size=5, replace=False), np.array([3]), np.array([], np.int64)]
+    for idx in batches:
+        for targets in (True, False):
+            fast = graphs.collate(idx, with_targets=targets)
+            reference = graphs.collate(idx, with_targets=targets, compiled=False)
+            got, want = _batch_arrays(fast), _batch_arrays(reference)
+            assert got.keys() == want.keys()
+            for k in want:
+                assert got[k].dtype == want[k].dtype, k
+                assert torch.equal(got[k], want[k]), k
+            if len(idx) > 3 and share:
+                assert len(torch.unique(fast.absent_row)) < len(fast.absent_row)  # absent rows shared
