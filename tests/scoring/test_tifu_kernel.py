@@ -11,8 +11,9 @@ import pytest
 
 from basketgnn.data.dataset import from_sequences
 from basketgnn.data.split import Instances
-from basketgnn.scoring import tifu
+from basketgnn.scoring import tifu, tifu_kernel
 from basketgnn.scoring.fusion import TifuScorer
+from basketgnn.scoring.select_kernel import SAMPLE
 from basketgnn.scoring.sparse import SparseScores
 from basketgnn.scoring.tifu import (
     NeighbourIndex,
@@ -49,6 +50,7 @@ def batch_tifu(scorer, data, query, alphas):
         (2000, 3, 7, 200),  # large catalogue: candidates listed as they come
         (2000, 3, 7, 3),  # ties at the top's cut
         (60, 40, 500, 10),  # k beyond the pool: every other customer is a neighbour
+        (100, 30, 20, 4),  # a catalogue scan with many positive values: a threshold lists a few
     ],
 )
 def test_tifu_kernel_equals_the_batch_search_bit_for_bit(n_items, max_basket, k, top):
@@ -274,3 +276,52 @@ def test_mean_from_base_against_the_dense_mean(seed):
             np.testing.assert_allclose(mean, want, rtol=1e-12, atol=0)
             assert np.array_equal(mean == 0, want == 0)
             np.testing.assert_array_equal(count, (dense[nbrs] > 0).sum(0))
+
+
+def _scan(own, mean, alpha, top, clear=False):
+    n = len(mean)
+    values, keys, items = np.empty(n, np.float32), np.empty(n), np.empty(n, np.int64)
+    count = tifu_kernel._fused_scan(own, mean, alpha, clear, top, values, keys, items, np.empty(SAMPLE))
+    return keys[:count], items[:count]
+
+
+def _top(keys, items, top):
+    """The top entries (value desc, item asc) of a listing."""
+    order = np.lexsort((items, keys))[:top]
+    return sorted(zip(items[order].tolist(), (-keys[order]).tolist()))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_catalogue_scan_lists_the_top_entries_above_a_threshold(seed):
+    """The scan lists a few more than ``top`` items where many values are positive, always
+    with the top entries of the full listing among them; with few, every positive one."""
+    rng = np.random.default_rng(seed)
+    n = 3000
+    own = np.where(rng.random(n) < 0.3, rng.random(n), 0.0)
+    mean = np.where(rng.random(n) < 0.6, np.round(rng.random(n), 2), 0.0)  # ties at many values
+    v = (0.3 * own + 0.7 * mean).astype(np.float32)
+    full = (-v[v > 0].astype(np.float64), np.flatnonzero(v > 0))
+    for top in (5, 50, 200, 2000):
+        keys, items = _scan(own.copy(), mean.copy(), 0.3, top)
+        assert np.all(np.diff(items) > 0) and np.all(keys < 0)
+        assert np.array_equal(keys, -v[items].astype(np.float64))
+        assert _top(keys, items, top) == _top(*full, top)
+        if 2 * top < len(full[1]):
+            assert top <= len(items) < len(full[1])  # a threshold cut the listing
+        else:
+            assert len(items) == len(full[1])
+    cleared_own, cleared_mean = own.copy(), mean.copy()
+    _scan(cleared_own, cleared_mean, 0.3, 50, clear=True)
+    assert not cleared_own.any() and not cleared_mean.any()
+
+
+def test_the_catalogue_scan_lists_every_positive_item_when_the_sample_misleads():
+    """Large values only where the threshold's sample looks: fewer than ``top`` reach its
+    threshold, so every positive item is listed."""
+    n, top = 3000, 40
+    stride = -(-n // SAMPLE)  # the sampled positions: 0, stride, 2 stride, ...
+    own = np.full(n, 1e-3)
+    own[: 20 * stride : stride] = np.linspace(2.0, 1.0, 20)  # 20 < top large values, all sampled
+    keys, items = _scan(own, np.zeros(n), 1.0, top)
+    assert len(items) == n
+    assert [i for i, _ in _top(keys, items, 20)] == list(range(0, 20 * stride, stride))
