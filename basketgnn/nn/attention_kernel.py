@@ -53,7 +53,7 @@ import numba
 import numpy as np
 import torch
 
-from basketgnn.jit import jit_options, prefetch_row
+from basketgnn.jit import DEFAULT_D_HEAD, DEFAULT_HEADS, jit_options, prefetch_row
 
 # NumPy's division semantics (no zero check before each division, a large share of the loop's
 # time): every divisor is a softmax's sum (≥ 1, its largest term is exp(0)) or the number of heads.
@@ -149,7 +149,7 @@ def _two_keys(hw, col, n, heads, has_w, inv):  # pragma: no cover - jit
     return at if has_w else 1.0
 
 
-@numba.njit(**_JIT)
+@numba.njit(**_JIT, inline="always")
 def _once_closed(
     qkv, r0, r1, p, L, w_agg, has_w, heads, d_head, d_v, mean_heads, scale, hw, inv, out
 ):  # pragma: no cover - jit
@@ -233,7 +233,7 @@ def _once_closed(
 @numba.njit(**_JIT)
 def attention_readout(
     qkv, absent_row, node_offsets, node_rows, node_times, lengths, w_agg, heads, d_head, d_v, mean_heads, out,
-    once_path=True, closed_form=True,
+    once_path=True, closed_form=True, specialise=True,
 ):  # pragma: no cover - jit
     """Each node's aggregated attention output into ``out`` (see the module docstring).
 
@@ -248,6 +248,10 @@ def attention_readout(
     rounding); False: the softmax at every t
     (:func:`_key_sums`), where ``once_path`` sends nodes bought once through
     :func:`_bought_once` (the same bits as the general loop; False: the general loop).
+    ``specialise`` (default): at DNNTSP's default sizes with values two wide and the learned
+    readout (concat heads), the closed form's nodes bought once and the score sums run in a
+    copy compiled with those sizes as constants, where the loops over heads and features unroll
+    (the same operations in the same order: the same bits; False: the general copy).
     """
     M = absent_row.shape[0]
     has_w = w_agg.shape[0] > 0
@@ -270,6 +274,10 @@ def attention_readout(
     log_n[0] = -math.inf
     for i in range(1, max_l + 1):
         log_n[i] = math.log(i)
+    # DNNTSP's default sizes with values folded to two numbers a head (forward_nodes_dot's learned
+    # readout): a copy of the two hottest paths with them as constants.
+    default = specialise and heads == DEFAULT_HEADS and d_head == DEFAULT_D_HEAD and d_v == 2 and has_w
+    default = default and not mean_heads
     for m in range(M):
         if m + _AHEAD < M:  # the rows of a node a few ahead, on their way while these are computed
             ahead = m + _AHEAD
@@ -281,8 +289,12 @@ def attention_readout(
         D = P + 1
         L = lengths[m]
         if P == 1 and closed_form:  # bought once (most nodes): two keys
-            _once_closed(qkv, absent_row[m], node_rows[o], node_times[o], L, w_agg, has_w, heads, d_head, d_v,
-                         mean_heads, scale, hw, nrm, out[m])  # fmt: skip
+            if default:  # the default sizes as constants: the loops over heads and features unroll
+                _once_closed(qkv, absent_row[m], node_rows[o], node_times[o], L, w_agg, True, DEFAULT_HEADS,
+                             DEFAULT_D_HEAD, 2, False, scale, hw, nrm, out[m])  # fmt: skip
+            else:
+                _once_closed(qkv, absent_row[m], node_rows[o], node_times[o], L, w_agg, has_w, heads, d_head, d_v,
+                             mean_heads, scale, hw, nrm, out[m])  # fmt: skip
             continue
         if P == 1 and once_path:  # the same operations as the general loop, without the loops
             _bought_once(qkv, absent_row[m], node_rows[o], node_times[o], L, w_agg, has_w, heads, d_head, d_v,
@@ -291,7 +303,10 @@ def attention_readout(
         rows[0] = absent_row[m]
         for j in range(P):
             rows[j + 1] = node_rows[o + j]
-        _scores(qkv, rows, D, w_agg, has_w, heads, d_head, d_v, mean_heads, scale, s, vw)
+        if default:
+            _scores(qkv, rows, D, w_agg, True, DEFAULT_HEADS, DEFAULT_D_HEAD, 2, False, scale, s, vw)
+        else:
+            _scores(qkv, rows, D, w_agg, has_w, heads, d_head, d_v, mean_heads, scale, s, vw)
         if not closed_form or not _shifted_exps(s, D, heads, e):
             _key_sums(s, vw, node_times[o : o + P], L, has_w, heads, log_n, w, cs)
         else:

@@ -223,6 +223,30 @@ def test_the_bought_once_path_has_the_general_loops_bits(merge, heads, dim, read
         np.testing.assert_array_equal(outs[0].view(np.uint8), outs[1].view(np.uint8))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_default_sizes_copy_has_the_general_copys_bits(dtype):
+    """At DNNTSP's default sizes (4 heads of 8, values folded to two numbers a head, learned
+    readout, concat) the kernel runs a copy compiled with those sizes as constants: the same
+    bits as the general copy, for nodes bought once and the others."""
+    batch = _batch(_users(7, long=True), 7)
+    assert (batch.node_count == 1).any() and (batch.node_count > 1).any()
+    heads, d_head, d_v = 4, 8, 2
+    rng = np.random.default_rng(11)
+    qkv = rng.normal(size=(batch.num_rows, 2 * heads * d_head + heads * d_v)).astype(dtype)
+    select = np.tile(np.array([1.0, 0.0], dtype), heads)
+    offsets = np.concatenate([[0], np.cumsum(batch.node_count.numpy())])
+    outs = []
+    for specialise in (True, False):
+        out = np.empty((len(batch.absent_row), heads * d_v), dtype)
+        attention_kernel.attention_readout(
+            qkv, batch.absent_row.numpy(), offsets, batch.node_rows.numpy(), batch.node_times.numpy(),
+            batch.node_len.numpy(), select, heads, d_head, d_v, False, out, True, True, specialise,
+        )  # fmt: skip
+        outs.append(out)
+    np.testing.assert_array_equal(outs[0].view(np.uint8), outs[1].view(np.uint8))
+    assert np.isfinite(outs[0]).all() and np.abs(outs[0]).max() > 0
+
+
 def _readout(batch, qkv, w_agg, heads, d_head, mean_heads, closed_form):
     offsets = np.concatenate([[0], np.cumsum(batch.node_count.numpy())])
     out = np.empty((len(batch.absent_row), d_head if mean_heads else heads * d_head), qkv.dtype)
