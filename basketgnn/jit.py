@@ -20,8 +20,8 @@ from numba.extending import intrinsic
 # (nn.attention_train_kernel, nn.gcn_kernel) compile a copy of their work with these as
 # constants, where the compiler unrolls the loops over heads and features; any other size runs
 # the general copy, with the same results. The inference attention kernel copies only its two
-# hottest paths (nodes bought once, the score sums; about 5 s more compile time on first use):
-# a copy of the whole kernel costs far more compile time than it saves. numba's cache does not see a
+# hottest paths (nodes bought once, the score sums): a copy of the whole kernel costs far more
+# compile time on first use than it saves. numba's cache does not see a
 # change here: clear the kernels' __pycache__ after changing them.
 DEFAULT_WIDTH, DEFAULT_HEADS, DEFAULT_D_HEAD = 32, 4, 8
 
@@ -57,7 +57,6 @@ def compiled_inference_applies(
     or any of ``params`` (the module's weights used on the way), no dropout acting."""
     needs_grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, *params))
     return compiled_training_applies(x) and not needs_grad and not (training and dropout > 0)
-
 
 
 def _emit_prefetch(context: Any, builder: Any, array_type: Any, array: Any, indices: list[Any]) -> Any:

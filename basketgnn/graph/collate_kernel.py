@@ -69,7 +69,6 @@ def unique_pairs(major, minor, n_major, n_minor):  # pragma: no cover - jit
     return first[:u], inverse
 
 
-
 #: What :func:`collate_factored` returns after the adjacency's five fields: GraphBatch's fields.
 BATCH_FIELDS = (
     "row_node", "row_weight", "row_present", "node_item", "node_user", "node_len", "node_count", "node_last",

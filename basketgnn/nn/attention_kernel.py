@@ -32,10 +32,10 @@ wider than a shifted exponential can hold. The helpers are inlined (``inline="al
 the loops compile as one function.
 
 Nodes read their rows out of order (an absent row shared by the batch's nodes of one item and
-self weight, present rows where the collate put them), and at about 400 ns a node the kernel
-waits on those reads more than it computes. So the rows of the node ``_AHEAD`` places on are
-prefetched (:func:`~basketgnn.jit.prefetch_row`) while the current one is computed: a hint that
-changes no value.
+self weight, present rows where the collate put them), and the kernel waits on those reads
+more than it computes. So the rows of the node ``_AHEAD`` places on are prefetched
+(:func:`~basketgnn.jit.prefetch_row`) while the current one is computed: a hint that changes
+no value.
 
 The values may be narrower than the queries and keys (d_v per head in place of d_head): a_t and
 z are linear in the values, so values projected onto fixed directions beforehand give those
@@ -58,7 +58,7 @@ from basketgnn.jit import DEFAULT_D_HEAD, DEFAULT_HEADS, jit_options, prefetch_r
 # NumPy's division semantics (no zero check before each division, a large share of the loop's
 # time): every divisor is a softmax's sum (≥ 1, its largest term is exp(0)) or the number of heads.
 _JIT = {**jit_options(__file__), "error_model": "numpy"}
-_AHEAD = 4  # nodes ahead whose rows are prefetched (2 to 16 measure alike)
+_AHEAD = 4  # nodes ahead whose rows are prefetched
 
 
 @numba.njit(**_JIT)

@@ -67,6 +67,23 @@ def kth_smallest(a, n, k):  # pragma: no cover - jit
     return a[k]
 
 
+@numba.njit(**_JIT, inline="always")
+def sampled_key(keys, count, m, rank, work):  # pragma: no cover - jit
+    """A threshold τ for the m smallest of keys[:count]: the rank-th smallest of a sample of
+    every (count // SAMPLE)-th key. rank < 0 asks for the first guess, the sample's quantile at
+    1.5 m / count: about 1.5 m keys are expected at or below it (a margin of several standard
+    errors of the sampled quantile). Returns (τ, the rank used, the sample's size).
+
+    Shapes: keys [≥ count] float64 or float32; work [≥ 2 SAMPLE] float64 (scratch)."""
+    stride = max(1, count // SAMPLE)
+    n_sample = count // stride
+    if rank < 0:
+        rank = min(n_sample - 1, (3 * m * n_sample) // (2 * count))
+    for j in range(n_sample):
+        work[j] = keys[j * stride]
+    return kth_smallest(work, n_sample, rank), rank, n_sample
+
+
 @numba.njit(**_JIT)
 def smallest_positions(keys, ids, count, m, pos, out, work):  # pragma: no cover - jit
     """The m smallest (key, id) pairs among keys[:count] (ids distinct): their positions in
@@ -88,15 +105,9 @@ def smallest_positions(keys, ids, count, m, pos, out, work):  # pragma: no cover
         return count
     n = -1
     if count > 2 * m:
-        # τ: the sample's quantile at 1.5 m / count, so about 1.5 m keys are expected at or
-        # below it (a margin of several standard errors of the sampled quantile).
-        stride = max(1, count // SAMPLE)
-        n_sample = count // stride
-        rank = min(n_sample - 1, (3 * m * n_sample) // (2 * count))
+        rank = -1
         while True:
-            for j in range(n_sample):
-                work[j] = keys[j * stride]
-            tau = kth_smallest(work, n_sample, rank)
+            tau, rank, n_sample = sampled_key(keys, count, m, rank, work)
             n = 0
             for c in range(count):  # branch-free
                 pos[n] = c

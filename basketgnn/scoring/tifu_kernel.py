@@ -42,7 +42,7 @@ from basketgnn.jit import jit_options, prefetch
 from basketgnn.scoring.select_kernel import (
     SAMPLE,
     insert_ranked,
-    kth_smallest,
+    sampled_key,
     scatter_add,
     scatter_add_listed,
     smallest_positions,
@@ -178,52 +178,54 @@ def _fused_positive(cand, n_cand, own, mean, alpha, fused, fused_items):  # prag
 
 
 @numba.njit(**_JIT)
-def _fused_scan(own, mean, alpha, clear, top, values, keys, items, work):  # pragma: no cover - jit
+def _fused_scan(own, mean, alpha, clear, top, negated, keys, items, work):  # pragma: no cover - jit
     """The negated TIFU values −float32(α · own + (1 − α) · mean) (float64, exact) in keys,
     and their items in item order, of the items that may be among the ``top`` largest positive
     values; with ``clear``, own and mean are set to 0 on the way. Returns their number.
 
-    The values go to ``values`` in one pass. Where more than 2 · top are positive, a sample of
-    them sets a threshold τ that about 1.5 · top values reach (as ``select_kernel.smallest_positions``
-    does), and only the items at or above τ are listed. When at least ``top`` are listed, every
-    item left out has a smaller value than ``top`` listed ones, so the top entries and their cut
-    are those of the full list. Otherwise every positive item is listed.
+    The negated values go to ``negated`` (float32) in one pass. Where more than 2 · top are
+    positive, a threshold τ from a sample of them
+    (:func:`~basketgnn.scoring.select_kernel.sampled_key`, raised while fewer than ``top`` are
+    at or below it, as ``smallest_positions`` does) lists only those at or below τ: every item
+    left out has a smaller value than ``top`` listed ones, so the top entries and their cut are
+    those of the full list. When no sampled τ below zero reaches ``top``, every positive item
+    is listed.
 
-    Shapes: own, mean [I]; values [I] float32, keys, items [I], work [≥ SAMPLE] (scratch)."""
+    Shapes: own, mean [I]; negated [I] float32, keys, items [I], work [≥ 2 SAMPLE] (scratch)."""
     rest = 1.0 - alpha
     n_items = len(mean)
     n_pos = 0
     for i in range(n_items):
         v = np.float32(alpha * own[i] + rest * mean[i])
-        values[i] = v
+        negated[i] = -v
         n_pos += v > 0
     if clear:
         own[:] = 0.0
         mean[:] = 0.0
-    if n_pos > 2 * top:
-        stride = -(-n_items // SAMPLE)  # at most SAMPLE values sampled
-        n_sample = n_items // stride
-        for j in range(n_sample):
-            work[j] = -np.float64(values[j * stride])
-        rank = min(n_sample - 1, (3 * top * n_sample) // (2 * n_items))
-        tau = np.float32(-kth_smallest(work, n_sample, rank))
-        if tau > 0:
-            n = _listed_above(values, tau, True, keys, items)
-            if n >= top:
-                return n
-    return _listed_above(values, np.float32(0.0), False, keys, items)
+    rank = -1
+    while n_pos > 2 * top:
+        tau, rank, n_sample = sampled_key(negated, n_items, top, rank, work)
+        if tau >= 0.0:  # a higher rank would not lower it
+            break
+        n = _listed(negated, tau, True, keys, items)
+        if n >= top:
+            return n
+        if rank == n_sample - 1:
+            break
+        rank = min(n_sample - 1, 2 * rank + 1)  # too few at or below τ: raise it
+    return _listed(negated, 0.0, False, keys, items)
 
 
 @numba.njit(**_JIT, inline="always")
-def _listed_above(values, low, inclusive, keys, items):  # pragma: no cover - jit
-    """keys = −values and items of the values ≥ low (``inclusive``) or > low, in item order
-    (branch-free). Returns their number."""
+def _listed(negated, tau, inclusive, keys, items):  # pragma: no cover - jit
+    """keys = float64(negated) and items of the negated values ≤ τ (``inclusive``) or < τ, in
+    item order (branch-free). Returns their number."""
     n = 0
-    for i in range(len(values)):
-        v = values[i]
-        keys[n] = -np.float64(v)
+    for i in range(len(negated)):
+        key = np.float64(negated[i])
+        keys[n] = key
         items[n] = i
-        n += (v >= low) if inclusive else (v > low)
+        n += (key <= tau) if inclusive else (key < tau)
     return n
 
 
@@ -413,8 +415,8 @@ def tifu_kept_scores(
     seen = np.zeros(n_items, np.int64)
     cand = np.empty(n_items, np.int64)
     keys = np.empty(n_items)  # −fused value (float32 values, held exactly)
-    values = np.empty(n_items, np.float32)
-    sample = np.empty(SAMPLE)
+    negated = np.empty(n_items, np.float32)  # −fused value of every item (a catalogue scan)
+    sample = np.empty(2 * SAMPLE)
     fused_items = np.empty(n_items, np.int64)
     use_base = len(base[0]) > 0
     count = np.empty(n_items if use_base else 0, np.int32)
@@ -436,7 +438,7 @@ def tifu_kept_scores(
             # outside the candidates has own = mean = 0, so value 0, not kept), the last pass
             # clearing own and mean.
             for a in range(n_alpha):
-                n_pos = _fused_scan(own, mean, alphas[a], a == n_alpha - 1, top, values, keys, fused_items, sample)
+                n_pos = _fused_scan(own, mean, alphas[a], a == n_alpha - 1, top, negated, keys, fused_items, sample)
                 at = offsets[a, u]
                 kept = top_scaled_row(keys, fused_items, n_pos, top, scratch, out_items[a, at:], out_values[a, at:])
                 offsets[a, u + 1] = at + kept

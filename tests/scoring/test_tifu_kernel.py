@@ -280,8 +280,8 @@ def test_mean_from_base_against_the_dense_mean(seed):
 
 def _scan(own, mean, alpha, top, clear=False):
     n = len(mean)
-    values, keys, items = np.empty(n, np.float32), np.empty(n), np.empty(n, np.int64)
-    count = tifu_kernel._fused_scan(own, mean, alpha, clear, top, values, keys, items, np.empty(SAMPLE))
+    negated, keys, items = np.empty(n, np.float32), np.empty(n), np.empty(n, np.int64)
+    count = tifu_kernel._fused_scan(own, mean, alpha, clear, top, negated, keys, items, np.empty(2 * SAMPLE))
     return keys[:count], items[:count]
 
 
@@ -316,12 +316,14 @@ def test_the_catalogue_scan_lists_the_top_entries_above_a_threshold(seed):
 
 
 def test_the_catalogue_scan_lists_every_positive_item_when_the_sample_misleads():
-    """Large values only where the threshold's sample looks: fewer than ``top`` reach its
-    threshold, so every positive item is listed."""
+    """Large values only where the threshold's sample looks, small ones elsewhere, zeros
+    between: no sampled threshold below zero reaches ``top`` values, so every positive item is
+    listed."""
     n, top = 3000, 40
-    stride = -(-n // SAMPLE)  # the sampled positions: 0, stride, 2 stride, ...
-    own = np.full(n, 1e-3)
+    stride = n // SAMPLE  # the sampled positions: 0, stride, 2 stride, ...
+    own = np.zeros(n)
+    own[1 : 100 * stride : stride] = 1e-3  # 100 small values, none sampled
     own[: 20 * stride : stride] = np.linspace(2.0, 1.0, 20)  # 20 < top large values, all sampled
     keys, items = _scan(own, np.zeros(n), 1.0, top)
-    assert len(items) == n
+    assert len(items) == np.count_nonzero(own) == 120 > 2 * top
     assert [i for i, _ in _top(keys, items, 20)] == list(range(0, 20 * stride, stride))
