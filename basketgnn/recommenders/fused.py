@@ -29,7 +29,7 @@ from concurrent.futures import wait
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
@@ -68,6 +68,14 @@ class FusionOptions(BaseModel):
         "score (what training customers buy in the basket after one holding the customer's "
         "items), nu chosen on the validation customers, 0 included.",
     )
+    rerank: bool = Field(
+        False,
+        description="With fusion: tifu, after the fusion learn a re-ranking of each customer's "
+        "top 100 from their features (the shipped score, TIFU-KNN's parts, when and how "
+        "regularly the customer bought each item) on the training customers, and keep it "
+        "when it beats the fused order on the validation customers by more than one standard "
+        "error.",
+    )
     neighbour_pool_cap: int | None = Field(
         DEFAULT_POOL_CAP,
         ge=1,
@@ -80,6 +88,12 @@ class FusionOptions(BaseModel):
         "at least TIFU-KNN alone's on every metric: the mean of recall, NDCG and PHR at 10 and "
         "20 (mean), or of the three at 10 alone (at10, for a page that shows ten items).",
     )
+
+    @model_validator(mode="after")
+    def _rerank_reads_tifu(self) -> FusionOptions:
+        if self.rerank and self.fusion == "off":
+            raise ValueError("rerank: true reads TIFU-KNN's parts; it needs fusion: tifu")
+        return self
 
     @classmethod
     def split(cls, values: dict[str, Any]) -> tuple[dict[str, Any], FusionOptions]:

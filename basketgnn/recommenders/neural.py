@@ -79,6 +79,7 @@ class NeuralRecommender:
         self.item_ids: np.ndarray | None = None
         self.result: TrainResult | None = None
         self.checkpoint: dict[str, Any] = {}  # the extras of a loaded checkpoint
+        self.sections: dict[str, Any] = {}  # the sections of a loaded checkpoint (layers above the model)
         #: What the fusion step chose after training (the model alone: weight 0), if it ran.
         self.fusion_choice: dict[str, Any] | None = None
 
@@ -91,6 +92,7 @@ class NeuralRecommender:
         rec.model = ckpt.module
         rec.item_ids = ckpt.item_ids
         rec.checkpoint = ckpt.extras
+        rec.sections = ckpt.sections
         return rec, ckpt.sections.get("fusion")
 
     def fit(self, data: BasketData, train: Instances, validate: Instances | None = None) -> NeuralRecommender:

@@ -66,6 +66,9 @@ def explain(
 
 def _explain_chunk(rec: Any, data: BasketData, inst: Instances, items: np.ndarray) -> list[list[list[Reason]]]:
     n, k = items.shape
+    # A re-ranked recommender's items are explained by what the shipped ranking reads of them
+    # (the model, TIFU-KNN's parts, the transitions, the repeats): the stage orders by the same.
+    rec = getattr(rec, "shipped", rec)
     fusion = rec.fusion if isinstance(rec, FusedRecommender) else None
     base = rec.base if isinstance(rec, FusedRecommender) else rec
     hist = data.histories(inst.users, inst.n_history)

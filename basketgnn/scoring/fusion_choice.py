@@ -420,6 +420,7 @@ def fusion_choice(fusion: ScoreFusion) -> dict[str, Any]:
         "weight": fusion.weight,
         "k": None if summary["tifu"] is None else summary["tifu"]["k"],
         **summary,
+        "tuned_tifu": None if fusion.tuned_tifu is None else asdict(fusion.tuned_tifu),
         "description": fusion.describe(),
         "grid": [asdict(g) for g in fusion.grid],
     }

@@ -22,9 +22,10 @@ from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Split
 from basketgnn.engine.checkpoint import set_section
 from basketgnn.errors import UserError
-from basketgnn.recommenders import fused
+from basketgnn.recommenders import fused, reranked
 from basketgnn.recommenders.base import Recommender
 from basketgnn.recommenders.neural import NeuralRecommender
+from basketgnn.scoring.tifu import TifuParams
 from basketgnn.workflow.config import Settings, settings_from
 
 
@@ -62,6 +63,8 @@ class FitOutcome:
     fit_s: float
     training: Any = None
     fusion: dict[str, Any] | None = None
+    #: The re-ranking stage's choice record (None: not asked for).
+    rerank: dict[str, Any] | None = None
 
 
 def settings(entry: ModelEntry) -> Settings:
@@ -108,7 +111,28 @@ def train(
     if best is not None:
         section = {"options": options, "chosen": True, "choice": choice, "state": model.state() if model else None}
         set_section(best, fused.SECTION, section, **(entry.stamp or {}))
-    return FitOutcome(entry, model or base, time.perf_counter() - t0, base.result, choice)
+    shipped = model or base
+    rerank = None
+    if s.fusion.rerank:
+        shipped, rerank = _rerank(shipped, choice, data, sp, s, best)
+    return FitOutcome(entry, shipped, time.perf_counter() - t0, base.result, choice, rerank)
+
+
+def _rerank(
+    shipped: Any, choice: dict[str, Any] | None, data: BasketData, sp: Split, s: Settings, best: Path | None
+) -> tuple[Any, dict[str, Any]]:
+    """The re-ranking stage over what the fusion ships, learned and chosen on validation
+    (:func:`basketgnn.recommenders.reranked.choose`), stored as the checkpoint's ``rerank``
+    section. Returns (what ships, the choice record)."""
+    if choice is None or choice.get("tuned_tifu") is None:
+        raise UserError("rerank: true reads TIFU-KNN's parts: it needs fusion: tifu.")
+    tifu = TifuParams(**choice["tuned_tifu"])
+    wrapper, record = reranked.choose(
+        shipped, data, sp["train"], sp["validate"], tifu, seed=s.model.seed, criterion=s.fusion.fusion_criterion
+    )
+    if best is not None:
+        set_section(best, reranked.SECTION, {"choice": record, "state": wrapper.state() if wrapper else None})
+    return wrapper or shipped, record
 
 
 def load_trained(path: str | Path, device: str | None = None, *, model_only: bool = False) -> Any:
@@ -133,10 +157,16 @@ def load_trained(path: str | Path, device: str | None = None, *, model_only: boo
         return base
     try:
         base.fusion_choice = (section or {}).get("choice")
-        return fused.from_section(base, section)
+        shipped = fused.from_section(base, section)
     except (KeyError, TypeError, ValueError) as e:
         raise UserError(
             f"{path}: its fusion section cannot be read ({type(e).__name__}: {e}); train it again."
+        ) from None
+    try:
+        return reranked.from_section(shipped, base.sections.get(reranked.SECTION)) if options.get("rerank") else shipped
+    except (KeyError, TypeError, ValueError) as e:
+        raise UserError(
+            f"{path}: its re-ranking section cannot be read ({type(e).__name__}: {e}); train it again."
         ) from None
 
 

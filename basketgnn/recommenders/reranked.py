@@ -1,0 +1,143 @@
+"""A trained model and TIFU-KNN combined by the re-ranking stage (:mod:`basketgnn.scoring.rerank`) instead of the linear fusion, where validation chose it.
+
+:class:`RerankedRecommender` wraps what training ships (the model, or the model fused with
+TIFU-KNN, :mod:`basketgnn.recommenders.fused`) and replaces its ranking: ``rank`` takes
+TIFU-KNN's top ``candidates`` of each customer, reads the trained model's scores of them and
+returns the stage's order. Its state is its own checkpoint section (:data:`SECTION`), beside
+the model's and the fusion's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from basketgnn.data.dataset import BasketData
+from basketgnn.data.split import Instances
+from basketgnn.recommenders.base import rank_items
+from basketgnn.recommenders.neural import NeuralRecommender
+from basketgnn.scoring.fusion_choice import criterion_ks
+from basketgnn.scoring.rerank import Logits, RerankStage, fit_stage
+from basketgnn.scoring.rerank_features import lookup
+from basketgnn.scoring.tifu import TifuParams
+
+#: The checkpoint section holding the stage's choice and state.
+SECTION = "rerank"
+#: Customers whose model scores are read at a time (memory: chunk x I for a dense model).
+CHUNK = 1024
+
+
+class RerankedRecommender:
+    """The stage's order of TIFU-KNN's candidates, with ``shipped``'s trained model's scores
+    among their features (module docstring)."""
+
+    def __init__(self, shipped: Any, stage: RerankStage) -> None:
+        self.shipped = shipped
+        self.model: NeuralRecommender = getattr(shipped, "base", shipped)
+        self.stage = stage
+        self.name = shipped.name
+
+    @property
+    def item_ids(self) -> Any:
+        return self.shipped.item_ids
+
+    @property
+    def checkpoint(self) -> dict[str, Any]:
+        return self.shipped.checkpoint
+
+    def with_threads(self, threads: int | None) -> RerankedRecommender:
+        self.shipped.with_threads(threads)
+        return self
+
+    def rank(self, data: BasketData, instances: Instances, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each instance's top k of the stage's order; beyond its ``candidates``, the shipped
+        ranking's next items that are not candidates, scored below them in that order.
+
+        Shapes: -> (items [n, k] int64, scores [n, k] float32)."""
+        k = min(int(k), data.n_items)
+        items, scores = self.stage.order(data, instances, model_logits(self.model, data))
+        if k <= items.shape[1]:
+            return items[:, :k], scores[:, :k]
+        return beyond_candidates(items, scores, self.shipped.rank(data, instances, k)[0], data.n_items, k)
+
+    def params(self) -> dict[str, Any]:
+        p = dict(self.shipped.params())
+        p["rerank_candidates"] = self.stage.candidates
+        return p
+
+    def state(self) -> dict[str, Any]:
+        return self.stage.state()
+
+
+def beyond_candidates(
+    items: np.ndarray, scores: np.ndarray, shipped: np.ndarray, n_items: int, k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The candidates in their order, then the first k − C of each row of ``shipped`` that are
+    not candidates, scored one below the last candidate, two below, ….
+
+    Shapes: items, scores [n, C]; shipped [n, k] -> ([n, k] int64, [n, k] float32)."""
+    n, c = items.shape
+    rows = np.arange(n, dtype=np.int64)[:, None]
+    is_candidate = np.isin(rows * n_items + shipped, (rows * n_items + items).reshape(-1))  # [n, k]
+    # Each row of shipped holds at least k − C non-candidates: k distinct items, C candidates.
+    order = np.argsort(is_candidate, axis=1, kind="stable")[:, : k - c]  # the non-candidates, in order
+    rest = np.take_along_axis(shipped, order, axis=1)
+    low = scores[:, -1:] - np.arange(1, k - c + 1, dtype=np.float32)  # [n, k - C]
+    return np.concatenate([items, rest], axis=1).astype(np.int64), np.concatenate([scores, low], axis=1).astype(np.float32)
+
+
+def model_logits(model: NeuralRecommender, data: BasketData) -> Logits:
+    """The trained model's scores of given items: read off its shared form where it has one
+    (one row for everyone plus each customer's own items), else off its dense scores,
+    :data:`CHUNK` customers at a time. Shapes: items [n, C] -> [n, C] float32."""
+
+    def read(instances: Instances, items: np.ndarray) -> np.ndarray:
+        out = np.empty(items.shape, np.float32)
+        model.setup()
+        for start in range(0, len(instances), CHUNK):
+            sl = slice(start, start + CHUNK)
+            part = Instances(instances.users[sl], instances.n_history[sl])
+            shared = model.shared_scores(data, part) if model.has_shared_scores else None
+            if shared is None:
+                out[sl] = np.take_along_axis(model.score(data, part), items[sl], axis=1)
+                continue
+            n_items = data.n_items
+            keys = shared.row_ids() * n_items + shared.items
+            order = np.argsort(keys)
+            wanted = np.arange(len(part), dtype=np.int64)[:, None] * n_items + items[sl]  # [c, C]
+            own, found = lookup(keys[order], shared.values[order], wanted.reshape(-1))
+            out[sl] = np.where(found, own, shared.base[items[sl].reshape(-1)]).reshape(items[sl].shape)
+        return out
+
+    return read
+
+
+def learn(
+    shipped: Any, data: BasketData, train: Instances, validate: Instances, tifu: TifuParams, *,
+    seed: int = 0, criterion: str = "mean",
+) -> tuple[RerankStage, dict[str, Any]]:  # fmt: skip
+    """The stage learned with ``shipped``'s trained model's scores (TIFU-KNN's candidates and
+    parts from ``tifu``'s parameters and ``train``'s pool), and its choice record against
+    ``shipped``'s own ranking of the validation customers (``kept``: validation keeps it)."""
+    model = getattr(shipped, "base", shipped)
+    ranked, _ = rank_items(shipped, data, validate, max(criterion_ks(data.n_items)))
+    return fit_stage(model_logits(model, data), data, train, validate, tifu, ranked, seed=seed, criterion=criterion)
+
+
+def choose(
+    shipped: Any, data: BasketData, train: Instances, validate: Instances, tifu: TifuParams, *,
+    seed: int = 0, criterion: str = "mean",
+) -> tuple[RerankedRecommender | None, dict[str, Any]]:  # fmt: skip
+    """:func:`learn`, and the wrapper when validation keeps the stage (else None)."""
+    stage, record = learn(shipped, data, train, validate, tifu, seed=seed, criterion=criterion)
+    return (RerankedRecommender(shipped, stage) if record["kept"] else None), record
+
+
+def from_section(shipped: Any, section: dict[str, Any] | None) -> Any:
+    """``shipped`` wrapped by the stage a checkpoint section stored (``shipped`` itself when
+    the section holds none: validation did not keep it). The section: ``{"choice": the record,
+    "state": RerankStage.state() or None}``."""
+    if not section or section.get("state") is None:
+        return shipped
+    return RerankedRecommender(shipped, RerankStage.from_state(section["state"]))

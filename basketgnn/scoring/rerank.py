@@ -1,0 +1,258 @@
+"""The re-ranking stage: TIFU-KNN's top candidates of each customer put in order by a small network over their features (the trained model's score among them), learned on the training customers and kept only where validation prefers it to the shipped ranking.
+
+A customer's ``candidates`` (100) best items by TIFU-KNN (at its tuned α, ties to the lower
+item; rows with fewer kept items are filled with the most bought items) are scored by
+:class:`~basketgnn.nn.candidate_mlp.CandidateMLP` from
+:func:`~basketgnn.scoring.rerank_features.candidate_features` (the model's logit, the TIFU
+rank, TIFU-KNN's parts, the customer's repeat timing, item and customer counts) and ranked by
+that score, ties to TIFU's order. A ranking of k <= candidates items reads the candidates alone.
+
+The candidates come from TIFU-KNN, not from the shipped (fused) ranking: a training customer's
+TIFU score never uses its own vector as a neighbour, so the training customers' candidates look
+like the validation customers', while the trained model's ranking of its own training targets
+does not (it has learned them).
+
+Learning (:func:`fit_stage`): the training customers' last :data:`PREFIXES` targets (instance
+(u, h) and its shorter histories (u, h − 1), …; at most :data:`SAMPLE` instances, a seeded
+sample) with the listwise loss, the epoch chosen by the validation customers' criterion (the
+fusion's: each customer's mean of recall, NDCG and PHR at 10 and 20, or at 10 alone). The stage
+is kept only when its criterion beats the shipped ranking's on the validation customers by more
+than one standard error of the paired per-customer difference, the fusion's own rule.
+
+Shapes: -> candidates [n, C] in the stage's order and their scores [n, C].
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from basketgnn.data.dataset import BasketData
+from basketgnn.data.split import Instances
+from basketgnn.nn.candidate_mlp import CandidateMLP, listwise_loss
+from basketgnn.scoring.fusion import TifuScorer
+from basketgnn.scoring.fusion_choice import criterion_ks, customer_metrics
+from basketgnn.scoring.rerank_features import FEATURES, PART_ALPHAS, ItemStats, candidate_features
+from basketgnn.scoring.sparse import SparseScores
+from basketgnn.scoring.tifu import TifuParams
+
+#: Candidates per customer that the stage reorders.
+CANDIDATES = 100
+#: Training targets per training customer: its last one and the ones before.
+PREFIXES = 4
+#: Training instances at most (a seeded sample of them beyond).
+SAMPLE = 20_000
+EPOCHS = 30
+#: Epochs without a better validation criterion before learning stops.
+PATIENCE = 5
+BATCH = 128
+LR = 3e-3
+WEIGHT_DECAY = 1e-5
+HIDDEN = 64
+
+#: logits(instances, items) -> the trained model's scores of the items. Shapes: items [n, C] -> [n, C].
+Logits = Callable[[Instances, np.ndarray], np.ndarray]
+
+
+@dataclass
+class RerankStage:
+    """A learned reordering of a recommender's candidates (module docstring)."""
+
+    scorer: TifuScorer
+    item_stats: ItemStats
+    net: CandidateMLP
+    candidates: int = CANDIDATES
+
+    def tifu_parts(self, data: BasketData, instances: Instances) -> tuple[SparseScores, ...]:
+        """TIFU-KNN's kept scores at its α, at α = 0 and at α = 1, each row scaled to its max."""
+        alphas = (self.scorer.params.alpha, *PART_ALPHAS)
+        found = self.scorer.scores(data, instances, sorted(set(alphas)))
+        return tuple(found[a] for a in alphas)
+
+    def candidate_items(self, data: BasketData, instances: Instances) -> tuple[np.ndarray, tuple[SparseScores, ...]]:
+        """Each instance's top ``candidates`` by TIFU-KNN, best first (ties to the lower item;
+        short rows filled with the most bought items not in them), and TIFU's three parts.
+        Shapes: -> ([n, C] int64, parts)."""
+        parts = self.tifu_parts(data, instances)
+        return top_candidates(parts[0], self.candidates, self.item_stats.log_baskets), parts
+
+    def order(self, data: BasketData, instances: Instances, logits: Logits) -> tuple[np.ndarray, np.ndarray]:
+        """The candidates by the stage's score, best first, ties to TIFU's order.
+        Shapes: -> ([n, C] int64, [n, C] float32)."""
+        items, parts = self.candidate_items(data, instances)
+        if len(items) == 0:
+            return items, np.zeros(items.shape, np.float32)
+        x = candidate_features(data, instances, items, logits(instances, items), parts, self.item_stats)
+        s = self.scores(x)
+        order = np.argsort(-s, axis=1, kind="stable")  # [n, C]
+        return np.take_along_axis(items, order, axis=1), np.take_along_axis(s, order, axis=1)
+
+    def scores(self, features: np.ndarray) -> np.ndarray:
+        """Shapes: [n, C, F] -> [n, C] float32."""
+        self.net.eval()
+        with torch.inference_mode():
+            return self.net(torch.from_numpy(features)).numpy()
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "candidates": self.candidates, "features": list(FEATURES), "hidden": HIDDEN,
+            "tifu": self.scorer.state(), "item_stats": asdict(self.item_stats),
+            "net": {k: v.clone() for k, v in self.net.state_dict().items()},
+        }  # fmt: skip
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> RerankStage:
+        if list(state["features"]) != list(FEATURES):
+            raise ValueError("the stage was learned on other features")
+        net = CandidateMLP(len(FEATURES), int(state["hidden"]))
+        net.load_state_dict(state["net"])
+        stats = ItemStats(**{k: np.asarray(v) for k, v in state["item_stats"].items()})
+        return cls(TifuScorer.from_state(state["tifu"]), stats, net.eval(), int(state["candidates"]))
+
+
+def top_candidates(kept: SparseScores, c: int, popularity: np.ndarray) -> np.ndarray:
+    """Each row's ``c`` largest kept items, best first, ties to the lower item; a row with fewer
+    is filled with the most popular items it lacks, most popular first (ties to the lower item).
+
+    Shapes: kept n rows, popularity [I] -> [n, c] int64.
+    """
+    n, n_items = len(kept), len(popularity)
+    row = np.repeat(np.arange(n, dtype=np.int64), np.diff(kept.offsets))
+    order = np.lexsort((kept.items, -np.asarray(kept.values, np.float64), row))  # by row, value desc, item
+    rank = np.arange(len(row)) - kept.offsets[row[order]]
+    first = rank < c
+    out = np.full((n, c), -1, dtype=np.int64)
+    out[row[order][first], rank[first]] = kept.items[order][first]
+    short = np.flatnonzero((out < 0).any(axis=1))
+    if len(short):
+        by_popularity = np.lexsort((np.arange(n_items), -popularity))[: 2 * c]  # [2c] enough to fill any row
+        for r in short:  # rows with fewer than c kept items: few in real logs
+            have = out[r][out[r] >= 0]
+            fill = by_popularity[~np.isin(by_popularity, have)][: c - len(have)]
+            out[r, len(have) :] = fill
+    return out
+
+
+def training_instances(train: Instances, prefixes: int = PREFIXES, sample: int = SAMPLE, seed: int = 0) -> Instances:
+    """Each training instance (u, h) with (u, h − 1), …, (u, h − prefixes + 1) where h − j >= 1;
+    a seeded sample of ``sample`` of them when there are more (sorted by customer, then h)."""
+    users = np.concatenate([train.users[train.n_history - j >= 1] for j in range(prefixes)])
+    n_hist = np.concatenate([train.n_history[train.n_history - j >= 1] - j for j in range(prefixes)])
+    if len(users) > sample:
+        keep = np.sort(np.random.default_rng(seed).choice(len(users), sample, replace=False))
+        users, n_hist = users[keep], n_hist[keep]
+    order = np.lexsort((n_hist, users))
+    return Instances(users[order].astype(np.int64), n_hist[order].astype(np.int64))
+
+
+def target_labels(data: BasketData, instances: Instances, items: np.ndarray) -> np.ndarray:
+    """1 where a candidate is in the instance's target basket. Shapes: items [n, C] -> [n, C] float32."""
+    n_items = data.n_items
+    targets = data.targets(instances.users, instances.n_history)
+    owner = np.repeat(np.arange(len(instances), dtype=np.int64), np.diff(targets.offsets))
+    keys = np.unique(owner * n_items + targets.values)
+    wanted = np.arange(len(instances), dtype=np.int64)[:, None] * n_items + items
+    return np.isin(wanted, keys).astype(np.float32)
+
+
+def customer_criterion(
+    data: BasketData, instances: Instances, ranked: np.ndarray, criterion: str = "mean"
+) -> np.ndarray:
+    """Each customer's mean of recall, NDCG and PHR at 10 and 20 (``mean``) or at 10 (``at10``).
+    Shapes: ranked [n, >= 20] -> [n] float64."""
+    metrics = customer_metrics(ranked, data, instances)
+    first = f"@{criterion_ks(data.n_items)[0]}"
+    names = [m for m in metrics if criterion == "mean" or m.endswith(first)]
+    return np.mean([metrics[m] for m in names], axis=0)
+
+
+def fit_stage(
+    logits: Logits,
+    data: BasketData,
+    train: Instances,
+    validate: Instances,
+    tifu: TifuParams,
+    shipped: np.ndarray,
+    *,
+    seed: int = 0,
+    criterion: str = "mean",
+    epochs: int = EPOCHS,
+    sample: int = SAMPLE,
+) -> tuple[RerankStage, dict[str, Any]]:
+    """Learn the stage and decide on the validation customers.
+
+    Args:
+        logits: the trained model's scores of given items.
+        tifu: TIFU-KNN's parameters (its pool: ``train``'s customers).
+        shipped: the shipped ranking of ``validate``, [n_val, >= 20] items best first.
+
+    Returns (the stage at its best validation epoch; the choice as a record: ``kept`` when it
+    beats the shipped ranking by more than one standard error, and a one-line ``description``).
+    """
+    t0 = time.perf_counter()
+    n_cand = min(CANDIDATES, data.n_items)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        net = CandidateMLP(len(FEATURES), HIDDEN)
+    stage = RerankStage(TifuScorer.build(data, train, tifu), ItemStats.of(data, train), net, n_cand)
+    fit_inst = training_instances(train, sample=sample, seed=seed)
+    x, y = _examples(stage, logits, data, fit_inst)
+    val_items, val_parts = stage.candidate_items(data, validate)
+    val_x = candidate_features(data, validate, val_items, logits(validate, val_items), val_parts, stage.item_stats)
+    base = customer_criterion(data, validate, shipped, criterion)  # [n_val]
+    stage.net.standardise_with(x)
+    useful = np.flatnonzero(y.sum(1).numpy() > 0)
+    opt = torch.optim.Adam(stage.net.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
+    rng = np.random.default_rng(seed)
+    best: tuple[float, int, np.ndarray, dict[str, torch.Tensor]] | None = None
+    history = []
+    for epoch in range(1, epochs + 1):
+        stage.net.train()
+        rng.shuffle(useful)
+        for start in range(0, len(useful), BATCH):
+            pick = torch.from_numpy(useful[start : start + BATCH])
+            loss = listwise_loss(stage.net(x[pick]), y[pick])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        ranked = np.take_along_axis(val_items, np.argsort(-stage.scores(val_x), axis=1, kind="stable"), axis=1)
+        per_customer = customer_criterion(data, validate, ranked, criterion)  # [n_val]
+        history.append(round(float(per_customer.mean()), 6))
+        if best is None or per_customer.mean() > best[0]:
+            best = (float(per_customer.mean()), epoch, per_customer, copy.deepcopy(stage.net.state_dict()))
+        elif epoch - best[1] >= PATIENCE:
+            break
+    assert best is not None
+    stage.net.load_state_dict(best[3])
+    stage.net.eval()
+    diff = best[2] - base  # [n_val]
+    gain = float(diff.mean())
+    se = float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
+    kept = gain > se
+    record = {
+        "kind": "rerank", "kept": kept, "epoch": best[1], "criterion": criterion,
+        "validation_criterion": round(best[0], 6), "shipped_criterion": round(float(base.mean()), 6),
+        "gain": round(gain, 6), "standard_error": round(se, 6), "by_epoch": history,
+        "candidates": n_cand, "training_instances": len(fit_inst), "seconds": round(time.perf_counter() - t0, 1),
+        "description": (
+            f"re-ranking of TIFU-KNN's top {n_cand}: validation criterion {best[0]:.4f} against the shipped "
+            f"ranking's {base.mean():.4f} ({gain:+.4f}, standard error {se:.4f}): "
+            + ("kept" if kept else "not kept, the shipped ranking stays")
+        ),
+    }  # fmt: skip
+    return stage, record
+
+
+def _examples(
+    stage: RerankStage, logits: Logits, data: BasketData, instances: Instances
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The training instances' candidate features and labels. Shapes: -> [n, C, F], [n, C]."""
+    items, parts = stage.candidate_items(data, instances)
+    x = candidate_features(data, instances, items, logits(instances, items), parts, stage.item_stats)
+    return torch.from_numpy(x), torch.from_numpy(target_labels(data, instances, items))

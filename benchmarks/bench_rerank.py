@@ -1,0 +1,97 @@
+"""The re-ranking stage (``rerank: true``) learned over trained checkpoints, read on validation and test.
+
+    .venv/bin/python benchmarks/bench_rerank.py --data DATA --runs RUN [RUN ...] --label LABEL \
+        [--seeds 0 1 2] [--split auto]
+
+Each RUN is a ``basketgnn train`` folder (its best.pt with the fusion chosen on validation). For
+every run and stage seed, the stage is learned over what the checkpoint ships (the fused model)
+exactly as ``train`` does with ``rerank: true`` (:func:`basketgnn.recommenders.reranked.choose`,
+TIFU-KNN's parameters as the fusion tuned them), and the shipped model, the stage's order (kept
+or not) and the product's choice (the stage where validation kept it, else the shipped model) are
+evaluated on the validation and the test customers. Nothing retrains the network. One JSON line
+per (run, seed) goes to ``benchmarks/results/rerank.jsonl``; ``--table`` prints the means.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from common import RESULTS, append_result
+
+from basketgnn.data.ingest import load_data
+from basketgnn.data.split import make_split
+from basketgnn.recommenders import reranked
+from basketgnn.scoring.tifu import TifuParams
+from basketgnn.workflow.harness import evaluate_model
+from basketgnn.workflow.training import load_trained
+
+SHOWN = ("recall@10", "ndcg@10", "phr@10", "recall@20", "ndcg@20", "phr@20")
+
+
+def run(data_path: str, split_spec: str, run_dir: Path, seed: int, label: str) -> dict:
+    data = load_data(data_path)
+    sp = make_split(data, split_spec)
+    shipped = load_trained(run_dir / "best.pt")
+    choice = getattr(shipped, "base", shipped).fusion_choice or {}
+    # A checkpoint chosen before the record held the tuned parameters: those of its fusion.
+    tifu = TifuParams(**(choice.get("tuned_tifu") or choice["tifu"]))
+    t0 = time.perf_counter()
+    stage, record = reranked.learn(shipped, data, sp["train"], sp["validate"], tifu, seed=seed)
+    learn_s = time.perf_counter() - t0
+    forced = reranked.RerankedRecommender(shipped, stage)  # its order, kept or not
+    row = {"label": label, "data": data_path, "run": str(run_dir), "seed": seed, "learn_s": round(learn_s, 1),
+           "choice": {k: v for k, v in record.items() if k != "description"}, "description": record["description"]}
+    for part in ("validate", "test"):
+        for name, rec in (("shipped", shipped), ("stage", forced)):
+            metrics, score_s = evaluate_model(rec, data, sp[part])
+            row[f"{part}_{name}"] = {k: round(float(metrics[k]), 6) for k in SHOWN}
+            row[f"{part}_{name}_score_s"] = round(score_s, 2)
+        row[f"{part}_product"] = row[f"{part}_stage"] if record["kept"] else row[f"{part}_shipped"]
+    return row
+
+
+def table() -> None:
+    rows = [json.loads(x) for x in (RESULTS / "rerank.jsonl").read_text().splitlines() if x.strip()]
+    groups: dict[tuple, list] = {}
+    for r in rows:
+        groups.setdefault((r["label"],), []).append(r)
+    print("| label | n | part | shipped R@10 / N@10 / P@10 | stage | product | kept |")
+    print("|---|---|---|---|---|---|---|")
+    for (label,), rs in groups.items():
+        for part in ("validate", "test"):
+            cells = []
+            for name in ("shipped", "stage", "product"):
+                cells.append(" / ".join(f"{statistics.mean(r[f'{part}_{name}'][m] for r in rs):.4f}"
+                                        for m in ("recall@10", "ndcg@10", "phr@10")))
+            kept = sum(r["choice"]["kept"] for r in rs)
+            print(f"| {label} | {len(rs)} | {part} | {cells[0]} | {cells[1]} | {cells[2]} | {kept} of {len(rs)} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data")
+    ap.add_argument("--runs", nargs="+", type=Path, default=[])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0])
+    ap.add_argument("--split", default="auto")
+    ap.add_argument("--label", default="rerank")
+    ap.add_argument("--table", action="store_true")
+    args = ap.parse_args()
+    if args.table:
+        table()
+        return
+    for run_dir in args.runs:
+        for seed in args.seeds:
+            row = run(args.data, args.split, run_dir, seed, args.label)
+            append_result("rerank", row)
+            print(row["description"], file=sys.stderr)
+            print(json.dumps({k: row[k] for k in ("run", "seed", "validate_shipped", "validate_stage",
+                                                  "test_shipped", "test_stage")}), file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+"""The re-ranking stage around a trained model: the model's scores it reads, its ranking, and
+``rerank: true`` through the one train and load_trained."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from basketgnn import workflow
+from basketgnn.data.split import Instances, make_split
+from basketgnn.engine.checkpoint import load_checkpoint, set_section
+from basketgnn.errors import UserError
+from basketgnn.models.dnntsp import DNNTSP, SPEC, DNNTSPConfig
+from basketgnn.recommenders import reranked
+from basketgnn.recommenders.neural import NeuralRecommender
+from basketgnn.recommenders.reranked import RerankedRecommender
+from basketgnn.scoring import rerank
+from basketgnn.scoring.tifu import TifuParams
+from basketgnn.workflow.training import settings
+from tests.support.planted import planted_data
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+TINY = {"embed_dim": 8, "batch_size": 32, "lr": 1e-2, "threads": 1}
+
+
+def model(data, user_context=False):
+    torch.manual_seed(0)
+    config = DNNTSPConfig(embed_dim=8, threads=1, user_context=user_context)
+    rec = NeuralRecommender(SPEC, config)
+    rec.model = DNNTSP.from_config(data.n_items, config)
+    with torch.no_grad():
+        rec.model.scorer.out.weight.normal_(0, 3.0)
+    rec.item_ids = data.item_ids
+    return rec
+
+
+@pytest.mark.parametrize("user_context", [False, True])  # the shared form, and dense scores
+def test_model_logits_are_the_models_scores_of_the_items(user_context, monkeypatch):
+    data = planted_data(n_users=60, n_items=30)
+    inst = make_split(data, "temporal")["test"]
+    rec = model(data, user_context)
+    assert (rec.shared_scores(data, inst) is None) == user_context
+    items = np.stack([np.random.default_rng(i).permutation(30)[:9] for i in range(len(inst))])
+    monkeypatch.setattr(reranked, "CHUNK", 16)  # several chunks
+    got = reranked.model_logits(rec, data)(inst, items)
+    want = np.take_along_axis(rec.score(data, inst), items, axis=1)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_the_wrapper_ranks_by_the_stage_and_refuses_more_than_its_candidates():
+    data = planted_data(n_users=120, n_items=40)
+    sp = make_split(data, "temporal")
+    rec = model(data)
+    stage, record = reranked.learn(rec, data, sp["train"], sp["validate"], TifuParams(k=10, m=2))
+    wrapper = RerankedRecommender(rec, stage)
+    items, scores = wrapper.rank(data, sp["test"], 10)
+    want = stage.order(data, sp["test"], reranked.model_logits(rec, data))
+    np.testing.assert_array_equal(items, want[0][:, :10])
+    np.testing.assert_array_equal(scores, want[1][:, :10])
+    assert wrapper.item_ids is rec.item_ids and wrapper.params()["rerank_candidates"] == 40
+    # Beyond its candidates: the shipped ranking's next items that are not candidates.
+    few = RerankedRecommender(rec, rerank.RerankStage(stage.scorer, stage.item_stats, stage.net, 5))
+    items, scores = few.rank(data, sp["test"], 12)
+    shipped = rec.rank(data, sp["test"], 12)[0]
+    assert items.shape == (len(sp["test"]), 12) and (np.diff(scores, axis=1) < 0).all()
+    for r in range(len(items)):
+        candidates = set(few.stage.candidate_items(data, Instances(sp["test"].users[r : r + 1], sp["test"].n_history[r : r + 1]))[0][0].tolist())
+        assert set(items[r, :5].tolist()) == candidates and len(set(items[r].tolist())) == 12
+        assert items[r, 5:].tolist() == [i for i in shipped[r].tolist() if i not in candidates][:7]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("run")
+    data = planted_data(n_users=120, n_items=40)
+    sp = make_split(data, "temporal")
+    entry = workflow.ModelEntry("dnntsp", {**TINY, "epochs": 3, "rerank": True}, out_dir=folder)
+    return workflow.train(entry, data, sp), data, sp, folder
+
+
+def test_train_with_rerank_stores_its_choice_and_load_trained_ranks_alike(trained):
+    outcome, data, sp, folder = trained
+    record = outcome.rerank
+    assert record is not None and record["kind"] == "rerank" and record["candidates"] == 40
+    section = load_checkpoint(folder / "best.pt").sections["rerank"]
+    assert section["choice"] == record and (section["state"] is not None) == record["kept"]
+    assert isinstance(outcome.recommender, RerankedRecommender) == record["kept"]
+    loaded = workflow.load_trained(folder / "best.pt")
+    assert type(loaded) is type(outcome.recommender)
+    for a, b in zip(loaded.rank(data, sp["test"], 10), outcome.recommender.rank(data, sp["test"], 10)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_stored_stage_wraps_only_where_the_options_ask_for_it(trained, tmp_path):
+    outcome, data, sp, folder = trained
+    shipped = workflow.load_trained(folder / "best.pt")
+    shipped = getattr(shipped, "shipped", shipped)
+    stage, record = reranked.learn(shipped, data, sp["train"], sp["validate"], TifuParams(k=10, m=2))
+    path = tmp_path / "kept.pt"
+    path.write_bytes((folder / "best.pt").read_bytes())
+    set_section(path, reranked.SECTION, {"choice": {**record, "kept": True}, "state": stage.state()})
+    loaded = workflow.load_trained(path)
+    assert isinstance(loaded, RerankedRecommender)
+    np.testing.assert_array_equal(loaded.rank(data, sp["test"], 10)[0], RerankedRecommender(shipped, stage).rank(data, sp["test"], 10)[0])
+    # The same section under a fusion run without rerank (an earlier run's leftover): not read.
+    state = torch.load(path, weights_only=False)
+    state["sections"]["fusion"]["options"]["rerank"] = False
+    torch.save(state, tmp_path / "off.pt")
+    assert not isinstance(workflow.load_trained(tmp_path / "off.pt"), RerankedRecommender)
+    # A stage section that cannot be read names the file.
+    state["sections"]["fusion"]["options"]["rerank"] = True
+    state["sections"]["rerank"] = {"choice": {}, "state": {"features": ["x"]}}
+    torch.save(state, tmp_path / "broken.pt")
+    with pytest.raises(UserError, match=r"broken\.pt: its re-ranking section cannot be read"):
+        workflow.load_trained(tmp_path / "broken.pt")
+
+
+def test_rerank_needs_the_fusion_with_tifu():
+    with pytest.raises(Exception, match="rerank: true reads TIFU-KNN's parts; it needs fusion: tifu"):
+        settings(workflow.ModelEntry("dnntsp", {"fusion": "off", "rerank": True}))
+    assert settings(workflow.ModelEntry("dnntsp", {"rerank": True})).fusion.rerank
+
+
+def test_reasons_of_a_reranked_item_are_the_shipped_rankings_reasons_of_it(trained):
+    from basketgnn.recommenders.reasons import explain
+
+    outcome, data, sp, folder = trained
+    shipped = getattr(outcome.recommender, "shipped", outcome.recommender)
+    stage, _ = reranked.learn(shipped, data, sp["train"], sp["validate"], TifuParams(k=10, m=2))
+    wrapper = RerankedRecommender(shipped, stage)
+    items, _ = wrapper.rank(data, sp["test"], 5)
+    got = explain(wrapper, data, sp["test"], items)
+    assert got == explain(shipped, data, sp["test"], items)
+    assert len(got) == len(sp["test"]) and all(len(row) == 5 for row in got)

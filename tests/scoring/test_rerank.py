@@ -1,0 +1,105 @@
+"""The re-ranking stage: its candidates, its training instances, its network and loss, and what
+learning it on validation decides."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from basketgnn.data.split import Instances, make_split
+from basketgnn.nn.candidate_mlp import CandidateMLP, listwise_loss
+from basketgnn.scoring import rerank
+from basketgnn.scoring.fusion_choice import customer_criterion as fusion_customer_criterion
+from basketgnn.scoring.sparse import SparseScores
+from basketgnn.scoring.tifu import TifuParams
+from tests.support.planted import planted_data
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def test_top_candidates_are_the_largest_kept_items_then_the_most_popular():
+    kept = SparseScores(
+        np.array([0, 4, 5]), np.array([1, 2, 5, 7, 3]), np.array([0.5, 1.0, 0.5, 0.2, 1.0])
+    )  # row 0: 2 -> 1.0, 1 and 5 -> 0.5 (tie: the lower item first), 7 -> 0.2; row 1: 3 only
+    popularity = np.array([5.0, 1.0, 9.0, 9.0, 0.0, 3.0, 2.0, 0.5])
+    got = rerank.top_candidates(kept, 3, popularity)
+    np.testing.assert_array_equal(got, [[2, 1, 5], [3, 2, 0]])  # row 1 filled: 2 (9, lower than 3), then 0
+
+
+def test_training_instances_are_each_customers_last_targets_sampled_when_many():
+    train = Instances(np.array([0, 1, 2]), np.array([5, 2, 1]))
+    got = rerank.training_instances(train, prefixes=3, sample=100)
+    assert list(zip(got.users.tolist(), got.n_history.tolist())) == [(0, 3), (0, 4), (0, 5), (1, 1), (1, 2), (2, 1)]
+    few = rerank.training_instances(train, prefixes=3, sample=4, seed=1)
+    assert len(few) == 4 and set(zip(few.users.tolist(), few.n_history.tolist())) <= set(zip(got.users.tolist(), got.n_history.tolist()))
+
+
+def test_listwise_loss_is_the_cross_entropy_with_the_target_spread_over_its_candidates():
+    scores = torch.tensor([[2.0, 0.0, -1.0], [0.5, 0.5, 0.5], [1.0, 2.0, 3.0]])
+    labels = torch.tensor([[1.0, 1.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
+    p0 = torch.softmax(scores[0], 0)
+    p2 = torch.softmax(scores[2], 0)
+    want = (-(math.log(p0[0]) + math.log(p0[1])) / 2 - math.log(p2[2])) / 2  # row 1 has no target
+    assert float(listwise_loss(scores, labels)) == pytest.approx(want, rel=1e-6)
+
+
+def test_the_network_standardises_with_the_training_features():
+    torch.manual_seed(0)
+    net = CandidateMLP(3, hidden=4)
+    x = torch.randn(5, 7, 3) * torch.tensor([2.0, 0.0, 5.0]) + torch.tensor([1.0, 4.0, -3.0])
+    net.standardise_with(x)
+    flat = x.reshape(-1, 3).double()
+    np.testing.assert_allclose(net.mean.numpy(), flat.mean(0).numpy(), rtol=1e-5, atol=1e-6)
+    assert float(net.std[1]) == 1.0  # a constant feature is left unscaled
+    assert net(x).shape == (5, 7)
+
+
+def test_customer_criterion_matches_the_fusions():
+    data = planted_data(n_users=50, n_items=30)
+    inst = make_split(data, "temporal")["test"]
+    ranked = np.stack([np.random.default_rng(i).permutation(30)[:20] for i in range(len(inst))])
+    np.testing.assert_allclose(rerank.customer_criterion(data, inst, ranked), fusion_customer_criterion(ranked, data, inst))
+    at10 = rerank.customer_criterion(data, inst, ranked, "at10")
+    assert at10.shape == (len(inst),) and not np.allclose(at10, rerank.customer_criterion(data, inst, ranked))
+
+
+def fit(data, sp, seed=0, epochs=3):
+    logits = lambda inst, items: np.zeros(items.shape, np.float32)  # noqa: E731 - a model that knows nothing
+    shipped = np.tile(np.arange(20), (len(sp["validate"]), 1))  # a poor shipped ranking: items 0..19
+    return rerank.fit_stage(logits, data, sp["train"], sp["validate"], TifuParams(k=10, m=2), shipped,
+                            seed=seed, epochs=epochs)  # fmt: skip
+
+
+def test_the_stage_learns_deterministically_and_beats_a_poor_shipped_ranking():
+    data = planted_data(n_users=150, n_items=40)
+    sp = make_split(data, "temporal")
+    stage, record = fit(data, sp)
+    again, record2 = fit(data, sp)
+    assert {k: v for k, v in record.items() if k != "seconds"} == {k: v for k, v in record2.items() if k != "seconds"}
+    for name, value in stage.net.state_dict().items():
+        torch.testing.assert_close(value, again.net.state_dict()[name], rtol=0, atol=0)
+    # The planted favourites are repeats: the stage ranks them well above items 0..19 in order.
+    assert record["kept"] and record["gain"] > record["standard_error"] > 0
+    assert record["validation_criterion"] == max(record["by_epoch"]) and 1 <= record["epoch"] <= 3
+    assert record["training_instances"] == len(rerank.training_instances(sp["train"]))
+    items, scores = stage.order(data, sp["test"], lambda inst, it: np.zeros(it.shape, np.float32))
+    candidates, _ = stage.candidate_items(data, sp["test"])
+    assert items.shape == (len(sp["test"]), 40) and (np.diff(scores, axis=1) <= 0).all()
+    np.testing.assert_array_equal(np.sort(items, axis=1), np.sort(candidates, axis=1))  # a reordering
+    loaded = rerank.RerankStage.from_state(stage.state())
+    for a, b in zip(loaded.order(data, sp["test"], lambda inst, it: np.zeros(it.shape, np.float32)), (items, scores)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_the_stage_is_not_kept_where_the_shipped_ranking_is_as_good():
+    data = planted_data(n_users=150, n_items=40)
+    sp = make_split(data, "temporal")
+    stage, _ = fit(data, sp)
+    best = stage.order(data, sp["validate"], lambda inst, it: np.zeros(it.shape, np.float32))[0][:, :20]
+    logits = lambda inst, items: np.zeros(items.shape, np.float32)  # noqa: E731
+    _, record = rerank.fit_stage(logits, data, sp["train"], sp["validate"], TifuParams(k=10, m=2), best, epochs=3)
+    assert not record["kept"] and record["gain"] <= record["standard_error"]
+    assert "not kept" in record["description"]
