@@ -119,6 +119,8 @@ def _print_trained(outcome: Any, dataset: Any, sp: Any, out: Path) -> None:
         console.print(result.warm_start.describe(), highlight=False)
     if outcome.fusion is not None:
         console.print(outcome.fusion["description"], highlight=False)
+    if outcome.rerank is not None:
+        console.print(outcome.rerank["description"], highlight=False)
     if result.left_out_baskets:
         console.print(describe_left_out(result.left_out_baskets), highlight=False)
     metrics, _ = evaluate_model(outcome.recommender, dataset, sp["validate"])

@@ -98,7 +98,7 @@ def model_logits(model: NeuralRecommender, data: BasketData) -> Logits:
         for start in range(0, len(instances), CHUNK):
             sl = slice(start, start + CHUNK)
             part = Instances(instances.users[sl], instances.n_history[sl])
-            shared = model.shared_scores(data, part) if model.has_shared_scores else None
+            shared = model.shared_scores(data, part, model.threads) if model.has_shared_scores else None
             if shared is None:
                 out[sl] = np.take_along_axis(model.score(data, part), items[sl], axis=1)
                 continue

@@ -139,9 +139,11 @@ def top_candidates(kept: SparseScores, c: int, popularity: np.ndarray) -> np.nda
     return out
 
 
-def training_instances(train: Instances, prefixes: int = PREFIXES, sample: int = SAMPLE, seed: int = 0) -> Instances:
-    """Each training instance (u, h) with (u, h − 1), …, (u, h − prefixes + 1) where h − j >= 1;
-    a seeded sample of ``sample`` of them when there are more (sorted by customer, then h)."""
+def training_instances(train: Instances, prefixes: int | None = None, sample: int = SAMPLE, seed: int = 0) -> Instances:
+    """Each training instance (u, h) with (u, h − 1), …, (u, h − prefixes + 1) where h − j >= 1
+    (default :data:`PREFIXES`); a seeded sample of ``sample`` of them when there are more
+    (sorted by customer, then h)."""
+    prefixes = PREFIXES if prefixes is None else prefixes
     users = np.concatenate([train.users[train.n_history - j >= 1] for j in range(prefixes)])
     n_hist = np.concatenate([train.n_history[train.n_history - j >= 1] - j for j in range(prefixes)])
     if len(users) > sample:

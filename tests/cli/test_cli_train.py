@@ -81,3 +81,36 @@ def test_train_preset_paper_with_set_overrides(monkeypatch, capsys, tmp_path, lo
     assert code == 2 and "--preset: sasrec has no preset 'papr' (choose one of default, paper)" in err
     code, _, err = run(monkeypatch, capsys, "train", *common, "--set", "epochs")
     assert code == 2 and "--set 'epochs': write KEY=VALUE" in err
+
+
+def test_train_with_rerank_says_what_validation_chose_and_recommend_reads_it(monkeypatch, capsys, tmp_path, log_csv):
+    assert run(monkeypatch, capsys, "prepare", str(log_csv), "--out", str(tmp_path / "data"))[0] == 0
+    config = tmp_path / "tiny.yaml"
+    config.write_text(TINY.replace("fusion: off", "rerank: true"))
+    code, out, err = run(monkeypatch, capsys, "train", "--data", str(tmp_path / "data"), "--config", str(config),
+                         "--epochs", "1", "--no-progress", "--out", str(tmp_path / "run"))  # fmt: skip
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if x.startswith("re-ranking of TIFU-KNN's top"))
+    assert "validation criterion" in line and ("kept" in line)
+    section = torch.load(tmp_path / "run" / "best.pt", weights_only=False)["sections"]["rerank"]
+    assert section["choice"]["description"] == " ".join(line.split())
+    code, _, err = run(monkeypatch, capsys, "recommend", "--checkpoint", str(tmp_path / "run" / "best.pt"),
+                       "--out", str(tmp_path / "r.parquet"), "--k", "5")  # fmt: skip
+    assert code == 0, err
+    import pandas as pd
+
+    from basketgnn import workflow
+    from basketgnn.data.ingest import load_data
+    from basketgnn.recommenders.reranked import RerankedRecommender
+
+    recs = pd.read_parquet(tmp_path / "r.parquet")
+    n_users = load_data(tmp_path / "data").n_users
+    assert len(recs) == 5 * n_users
+    loaded = workflow.load_trained(tmp_path / "run" / "best.pt")
+    assert isinstance(loaded, RerankedRecommender) == section["choice"]["kept"]
+    # fusion: off cannot re-rank (the stage reads TIFU-KNN's parts): a clear error, exit 2.
+    config.write_text(TINY + "rerank: true\n")
+    code, _, err = run(monkeypatch, capsys, "train", "--data", str(tmp_path / "data"), "--config", str(config),
+                       "--epochs", "1", "--no-progress", "--out", str(tmp_path / "off"))  # fmt: skip
+    assert code == 2 and "rerank: true reads TIFU-KNN's parts; it needs fusion: tifu" in err
+    assert not (tmp_path / "off" / "best.pt").exists()
