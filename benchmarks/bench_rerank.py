@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_rerank.py --data DATA --runs RUN [RUN ...] --label LABEL \
         [--seeds 0 1 2] [--split auto]
+    .venv/bin/python benchmarks/bench_rerank.py --data DATA --runs RUN --time ROUNDS   # speed
 
 Each RUN is a ``basketgnn train`` folder (its best.pt with the fusion chosen on validation). For
 every run and stage seed, the stage is learned over what the checkpoint ships (the fused model)
@@ -21,11 +22,13 @@ import sys
 import time
 from pathlib import Path
 
+import torch
 from common import RESULTS, append_result
 
 from basketgnn.data.ingest import load_data
 from basketgnn.data.split import make_split
 from basketgnn.recommenders import reranked
+from basketgnn.recommenders.base import rank_items
 from basketgnn.scoring.tifu import TifuParams
 from basketgnn.workflow.harness import evaluate_model
 from basketgnn.workflow.training import load_trained
@@ -55,8 +58,36 @@ def run(data_path: str, split_spec: str, run_dir: Path, seed: int, label: str) -
     return row
 
 
+def timing(data_path: str, split_spec: str, run_dir: Path, rounds: int, label: str) -> dict:
+    """Seconds to rank every test customer's top 20 with the shipped model and with the stage
+    (learned here, used whether or not validation keeps it), alternating, after one warm-up
+    call of each; the median and every round."""
+    data = load_data(data_path)
+    sp = make_split(data, split_spec)
+    shipped = load_trained(run_dir / "best.pt")
+    choice = getattr(shipped, "base", shipped).fusion_choice or {}
+    tifu = TifuParams(**(choice.get("tuned_tifu") or choice["tifu"]))
+    stage, _ = reranked.learn(shipped, data, sp["train"], sp["validate"], tifu)
+    ways = {"shipped": shipped, "stage": reranked.RerankedRecommender(shipped, stage)}
+    inst = sp["test"]
+    times: dict[str, list[float]] = {name: [] for name in ways}
+    for rec in ways.values():
+        rank_items(rec, data, inst, 20)  # warm-up: compiled kernels, caches
+    for r in range(rounds):
+        for name in (list(ways) if r % 2 == 0 else list(ways)[::-1]):
+            t0 = time.perf_counter()
+            rank_items(ways[name], data, inst, 20)
+            times[name].append(round(time.perf_counter() - t0, 3))
+    row = {"label": label, "kind": "timing", "data": data_path, "run": str(run_dir), "customers": len(inst),
+           "threads": torch.get_num_threads(), "rounds": times,
+           "median_s": {k: statistics.median(v) for k, v in times.items()},
+           "customers_per_s": {k: round(len(inst) / statistics.median(v)) for k, v in times.items()}}  # fmt: skip
+    return row
+
+
 def table() -> None:
     rows = [json.loads(x) for x in (RESULTS / "rerank.jsonl").read_text().splitlines() if x.strip()]
+    rows = [r for r in rows if r.get("kind") != "timing"]
     groups: dict[tuple, list] = {}
     for r in rows:
         groups.setdefault((r["label"],), []).append(r)
@@ -80,9 +111,16 @@ def main() -> None:
     ap.add_argument("--split", default="auto")
     ap.add_argument("--label", default="rerank")
     ap.add_argument("--table", action="store_true")
+    ap.add_argument("--time", type=int, metavar="ROUNDS", help="time the ranking instead (quiet machine)")
     args = ap.parse_args()
     if args.table:
         table()
+        return
+    if args.time:
+        for run_dir in args.runs:
+            row = timing(args.data, args.split, run_dir, args.time, args.label)
+            append_result("rerank", row)
+            print(json.dumps(row))
         return
     for run_dir in args.runs:
         for seed in args.seeds:

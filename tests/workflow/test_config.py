@@ -115,7 +115,9 @@ def test_fusion_options_sit_beside_the_model_options(tmp_path):
     with pytest.raises(UserError, match=r"neighbour_weight: an option of the neighbour add-on, which the fusion "
                        r"with TIFU-KNN \(fusion: tifu\) replaces; delete it"):
         load_config(None, neighbour_weight=0.3)
-    with pytest.raises(UserError, match=r"foo: unknown key \(valid: .*embed_dim, .*fusion, transitions, neighbour_pool_cap, fusion_criterion\)"):
+    with pytest.raises(UserError, match=r"rerank: true reads TIFU-KNN's parts; it needs fusion: tifu"):
+        load_config(None, fusion="off", rerank=True)
+    with pytest.raises(UserError, match=r"foo: unknown key \(valid: .*embed_dim, .*fusion, transitions, rerank, neighbour_pool_cap, fusion_criterion\)"):
         load_config(None, foo=1)
 
 
