@@ -9,14 +9,17 @@ the model's and the fusion's.
 
 from __future__ import annotations
 
+from concurrent.futures import wait
 from typing import Any
 
 import numpy as np
 
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
+from basketgnn.engine.threads import helper_threads, torch_threads
 from basketgnn.recommenders.base import rank_items
 from basketgnn.recommenders.neural import NeuralRecommender
+from basketgnn.scoring.candidates import SharedScores
 from basketgnn.scoring.fusion_choice import criterion_ks
 from basketgnn.scoring.rerank import Logits, RerankStage, fit_stage
 from basketgnn.scoring.rerank_features import lookup
@@ -52,11 +55,29 @@ class RerankedRecommender:
 
     def rank(self, data: BasketData, instances: Instances, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Each instance's top k of the stage's order; beyond its ``candidates``, the shipped
-        ranking's next items that are not candidates, scored below them in that order.
+        ranking's next items that are not candidates, scored below them in that order. On
+        several threads the model's forward runs on a helper beside TIFU-KNN's search (the same
+        rows either way).
 
         Shapes: -> (items [n, k] int64, scores [n, k] float32)."""
         k = min(int(k), data.n_items)
-        items, scores = self.stage.order(data, instances, model_logits(self.model, data))
+        threads = self.model.threads
+        if threads <= 1 or not self.model.has_shared_scores or len(instances) == 0:
+            items, scores = self.stage.order(data, instances, model_logits(self.model, data))
+        else:
+            self.model.setup(threads=False)
+            with helper_threads(1) as pool, torch_threads(threads - 1):
+                forward = pool.submit(self.model.shared_scores, data, instances, 1)
+                try:
+                    candidates, parts = self.stage.candidate_items(data, instances)
+                finally:
+                    wait([forward])  # the forward ends before the call returns or raises
+            shared = forward.result()
+            values = (
+                shared_values(shared, candidates, data.n_items) if shared is not None
+                else model_logits(self.model, data)(instances, candidates)
+            )  # fmt: skip
+            items, scores = self.stage.order_candidates(data, instances, candidates, parts, values)
         if k <= items.shape[1]:
             return items[:, :k], scores[:, :k]
         return beyond_candidates(items, scores, self.shipped.rank(data, instances, k)[0], data.n_items, k)
@@ -87,6 +108,16 @@ def beyond_candidates(
     return np.concatenate([items, rest], axis=1).astype(np.int64), np.concatenate([scores, low], axis=1).astype(np.float32)
 
 
+def shared_values(shared: SharedScores, items: np.ndarray, n_items: int) -> np.ndarray:
+    """The scores in shared form at given items: each row's own entry where it has one, else the
+    shared row's. Shapes: items [n, C] -> [n, C] float32."""
+    keys = shared.row_ids() * n_items + shared.items
+    order = np.argsort(keys)
+    wanted = np.arange(len(items), dtype=np.int64)[:, None] * n_items + items  # [n, C]
+    own, found = lookup(keys[order], shared.values[order], wanted.reshape(-1))
+    return np.where(found, own, shared.base[items.reshape(-1)]).reshape(items.shape).astype(np.float32)
+
+
 def model_logits(model: NeuralRecommender, data: BasketData) -> Logits:
     """The trained model's scores of given items: read off its shared form where it has one
     (one row for everyone plus each customer's own items), else off its dense scores,
@@ -101,13 +132,8 @@ def model_logits(model: NeuralRecommender, data: BasketData) -> Logits:
             shared = model.shared_scores(data, part, model.threads) if model.has_shared_scores else None
             if shared is None:
                 out[sl] = np.take_along_axis(model.score(data, part), items[sl], axis=1)
-                continue
-            n_items = data.n_items
-            keys = shared.row_ids() * n_items + shared.items
-            order = np.argsort(keys)
-            wanted = np.arange(len(part), dtype=np.int64)[:, None] * n_items + items[sl]  # [c, C]
-            own, found = lookup(keys[order], shared.values[order], wanted.reshape(-1))
-            out[sl] = np.where(found, own, shared.base[items[sl].reshape(-1)]).reshape(items[sl].shape)
+            else:
+                out[sl] = shared_values(shared, items[sl], data.n_items)
         return out
 
     return read

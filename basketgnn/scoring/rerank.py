@@ -86,10 +86,16 @@ class RerankStage:
         """The candidates by the stage's score, best first, ties to TIFU's order.
         Shapes: -> ([n, C] int64, [n, C] float32)."""
         items, parts = self.candidate_items(data, instances)
+        return self.order_candidates(data, instances, items, parts, logits(instances, items))
+
+    def order_candidates(
+        self, data: BasketData, instances: Instances, items: np.ndarray, parts: tuple, values: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`order` from :meth:`candidate_items`' output and the model's scores of the
+        candidates. Shapes: items, values [n, C] -> ([n, C] int64, [n, C] float32)."""
         if len(items) == 0:
             return items, np.zeros(items.shape, np.float32)
-        x = candidate_features(data, instances, items, logits(instances, items), parts, self.item_stats)
-        s = self.scores(x)
+        s = self.scores(candidate_features(data, instances, items, values, parts, self.item_stats))
         order = np.argsort(-s, axis=1, kind="stable")  # [n, C]
         return np.take_along_axis(items, order, axis=1), np.take_along_axis(s, order, axis=1)
 
@@ -124,7 +130,9 @@ def top_candidates(kept: SparseScores, c: int, popularity: np.ndarray) -> np.nda
     """
     n, n_items = len(kept), len(popularity)
     row = np.repeat(np.arange(n, dtype=np.int64), np.diff(kept.offsets))
-    order = np.lexsort((kept.items, -np.asarray(kept.values, np.float64), row))  # by row, value desc, item
+    # By row, value descending, item: two stable sorts, the rows' items being ascending already.
+    by_value = np.argsort(-np.asarray(kept.values, np.float64), kind="stable")
+    order = by_value[np.argsort(row[by_value], kind="stable")]
     rank = np.arange(len(row)) - kept.offsets[row[order]]
     first = rank < c
     out = np.full((n, c), -1, dtype=np.int64)

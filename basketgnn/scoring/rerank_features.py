@@ -111,7 +111,8 @@ class RepeatStats:
         days = (times - times.min()) / NS_PER_DAY if timed else np.zeros(len(times))  # [baskets]
         keys = np.repeat(owner, sizes) * n_items + hist.baskets.values  # [entries]
         e_pos, e_days = np.repeat(position, sizes), np.repeat(days, sizes)
-        order = np.lexsort((e_pos, keys))  # by key, then by basket
+        # By key, then by basket: the entries come basket by basket, so a stable sort by key.
+        order = np.argsort(keys, kind="stable")
         keys, e_pos, e_days = keys[order], e_pos[order], e_days[order]
         uniq, first, count = np.unique(keys, return_index=True, return_counts=True)
         last = first + count - 1
@@ -137,6 +138,17 @@ def lookup(keys: np.ndarray, values: np.ndarray, wanted: np.ndarray) -> tuple[np
     pos = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
     found = keys[pos] == wanted
     return np.where(found, values[pos], 0), found
+
+
+def lookup_all(
+    keys: np.ndarray, columns: tuple[np.ndarray, ...], wanted: np.ndarray
+) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+    """:func:`lookup` of several value columns of the same sorted keys, searching once."""
+    if len(keys) == 0:
+        return tuple(np.zeros(len(wanted), c.dtype) for c in columns), np.zeros(len(wanted), bool)
+    pos = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
+    found = keys[pos] == wanted
+    return tuple(np.where(found, c[pos], 0) for c in columns), found
 
 
 def candidate_features(
@@ -167,11 +179,7 @@ def candidate_features(
         value, found = lookup(part_keys, np.asarray(part.values, np.float64), wanted)  # rows sorted, items ascending
         columns += [value, found]
     rs = RepeatStats.of(data, instances)
-    count, bought = lookup(rs.keys, rs.count, wanted)
-    since, _ = lookup(rs.keys, rs.since, wanted)
-    gap, _ = lookup(rs.keys, rs.gap, wanted)
-    days, _ = lookup(rs.keys, rs.days, wanted)
-    gap_days, _ = lookup(rs.keys, rs.gap_days, wanted)
+    (count, since, gap, days, gap_days), bought = lookup_all(rs.keys, (rs.count, rs.since, rs.gap, rs.days, rs.gap_days), wanted)
     n_baskets = rs.n_baskets[row]
     repeated = count > 1
     log_since = np.where(bought, np.log1p(since), np.log1p(n_baskets) + 1.0)

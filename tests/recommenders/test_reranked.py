@@ -59,6 +59,11 @@ def test_the_wrapper_ranks_by_the_stage_and_refuses_more_than_its_candidates():
     np.testing.assert_array_equal(items, want[0][:, :10])
     np.testing.assert_array_equal(scores, want[1][:, :10])
     assert wrapper.item_ids is rec.item_ids and wrapper.params()["rerank_candidates"] == 40
+    # On two threads the forward runs beside the search: the same rows.
+    rec.with_threads(2)
+    for a, b in zip(wrapper.rank(data, sp["test"], 10), (items, scores)):
+        np.testing.assert_array_equal(a, b)
+    rec.with_threads(1)
     # Beyond its candidates: the shipped ranking's next items that are not candidates.
     few = RerankedRecommender(rec, rerank.RerankStage(stage.scorer, stage.item_stats, stage.net, 5))
     items, scores = few.rank(data, sp["test"], 12)
