@@ -429,6 +429,8 @@ class _Runner:
             self.say(f"  {result.warm_start.describe()}; epoch 0 is that model")
         if result.left_out_baskets:
             self.say("  " + describe_left_out(result.left_out_baskets))
+        for choice in filter(None, (outcome.fusion, outcome.rerank)):  # what validation chose
+            self.say("  " + choice["description"])
         history = result.history
         return {
             "best_epoch": result.best_epoch,

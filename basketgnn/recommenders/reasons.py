@@ -36,6 +36,7 @@ from basketgnn.data.dataset import BasketData, Histories, ranges
 from basketgnn.data.split import Instances
 from basketgnn.recommenders.fused import FusedRecommender
 from basketgnn.recommenders.neural import NeuralRecommender
+from basketgnn.recommenders.reranked import RerankedRecommender
 from basketgnn.scoring.candidates import sigmoid
 from basketgnn.scoring.fusion import ScoreFusion
 
@@ -47,6 +48,12 @@ TOP_SOURCES = 3
 CHUNK = 256
 
 Reason = dict[str, Any]
+#: The first reason of every item a re-ranked recommender ranks.
+RERANK_REASON: Reason = {
+    "kind": "rerank",
+    "text": "ordered by the re-ranking stage, from the parts below and when and how regularly "
+    "the customer bought the item",
+}
 
 
 def explain(
@@ -67,8 +74,10 @@ def explain(
 def _explain_chunk(rec: Any, data: BasketData, inst: Instances, items: np.ndarray) -> list[list[list[Reason]]]:
     n, k = items.shape
     # A re-ranked recommender's items are explained by what the shipped ranking reads of them
-    # (the model, TIFU-KNN's parts, the transitions, the repeats): the stage orders by the same.
-    rec = getattr(rec, "shipped", rec)
+    # (the model, TIFU-KNN's parts, the transitions, the repeats), after a reason saying that
+    # the stage set their order: it reads the same and the customer's repeat timing.
+    reranked = isinstance(rec, RerankedRecommender)
+    rec = rec.shipped if reranked else rec
     fusion = rec.fusion if isinstance(rec, FusedRecommender) else None
     base = rec.base if isinstance(rec, FusedRecommender) else rec
     hist = data.histories(inst.users, inst.n_history)
@@ -94,9 +103,11 @@ def _explain_chunk(rec: Any, data: BasketData, inst: Instances, items: np.ndarra
         window = min(REPEAT_WINDOW, int(history[r]))
         for j in range(k):
             out = [
-                _score_reason(dict(zip(names, (v[r][j] for v in values))), fusion is None),
+                _score_reason(dict(zip(names, (v[r][j] for v in values))), fusion is None, reranked),
                 _repeat_reason(evidence[0][r][j], evidence[1][r][j], evidence[2][r][j], window),
             ]
+            if reranked:
+                out.insert(0, RERANK_REASON)
             if count is not None and count[r] > 0:
                 out.append(_neighbour_reason(share_l[r][j], count[r]))  # type: ignore[index]
             if sources is not None and sources[r][j]:
@@ -266,12 +277,13 @@ def _back(age: int) -> str:
     return "the last basket" if age == 0 else f"{age} basket{'s' if age > 1 else ''} back"
 
 
-def _score_reason(parts: dict[str, float], alone: bool) -> Reason:
+def _score_reason(parts: dict[str, float], alone: bool, reranked: bool = False) -> Reason:
     total = sum(parts.values())
     if alone:
         return {"kind": "score", "text": f"the model's score {total:.4f}", "score": total, "parts": parts}
     shown = " + ".join(f"{name.replace('_', ' ')} {value:.4f}" for name, value in parts.items())
-    return {"kind": "score", "text": f"score {total:.4f} = {shown}", "score": total, "parts": parts}
+    label = "fused score" if reranked else "score"
+    return {"kind": "score", "text": f"{label} {total:.4f} = {shown}", "score": total, "parts": parts}
 
 
 def _repeat_reason(recent: int, times: int, last: int, window: int) -> Reason:

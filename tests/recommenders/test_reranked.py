@@ -136,5 +136,12 @@ def test_reasons_of_a_reranked_item_are_the_shipped_rankings_reasons_of_it(train
     wrapper = RerankedRecommender(shipped, stage)
     items, _ = wrapper.rank(data, sp["test"], 5)
     got = explain(wrapper, data, sp["test"], items)
-    assert got == explain(shipped, data, sp["test"], items)
+    plain = explain(shipped, data, sp["test"], items)
     assert len(got) == len(sp["test"]) and all(len(row) == 5 for row in got)
+    for row, plain_row in zip(got, plain):
+        for reasons, plain_reasons in zip(row, plain_row):
+            assert reasons[0]["kind"] == "rerank" and "re-ranking stage" in reasons[0]["text"]
+            assert reasons[2:] == plain_reasons[1:]  # the repeats, neighbours, transitions, attention
+            assert reasons[1]["parts"] == plain_reasons[0]["parts"]
+            fused = plain_reasons[0]["text"].startswith("score ")
+            assert reasons[1]["text"] == ("fused " if fused else "") + plain_reasons[0]["text"]
