@@ -36,13 +36,17 @@ from basketgnn.workflow.training import load_trained
 SHOWN = ("recall@10", "ndcg@10", "phr@10", "recall@20", "ndcg@20", "phr@20")
 
 
-def run(data_path: str, split_spec: str, run_dir: Path, seed: int, label: str) -> dict:
+def loaded(data_path: str, split_spec: str, run_dir: Path):
+    """The data, its split, what the run's checkpoint ships, and TIFU-KNN's parameters as its
+    fusion tuned them (a checkpoint chosen before the record held them: its fusion's)."""
     data = load_data(data_path)
-    sp = make_split(data, split_spec)
     shipped = load_trained(run_dir / "best.pt")
     choice = getattr(shipped, "base", shipped).fusion_choice or {}
-    # A checkpoint chosen before the record held the tuned parameters: those of its fusion.
-    tifu = TifuParams(**(choice.get("tuned_tifu") or choice["tifu"]))
+    return data, make_split(data, split_spec), shipped, TifuParams(**(choice.get("tuned_tifu") or choice["tifu"]))
+
+
+def run(data_path: str, split_spec: str, run_dir: Path, seed: int, label: str) -> dict:
+    data, sp, shipped, tifu = loaded(data_path, split_spec, run_dir)
     t0 = time.perf_counter()
     stage, record = reranked.learn(shipped, data, sp["train"], sp["validate"], tifu, seed=seed)
     learn_s = time.perf_counter() - t0
@@ -62,11 +66,7 @@ def timing(data_path: str, split_spec: str, run_dir: Path, rounds: int, label: s
     """Seconds to rank every test customer's top 20 with the shipped model and with the stage
     (learned here, used whether or not validation keeps it), alternating, after one warm-up
     call of each; the median and every round."""
-    data = load_data(data_path)
-    sp = make_split(data, split_spec)
-    shipped = load_trained(run_dir / "best.pt")
-    choice = getattr(shipped, "base", shipped).fusion_choice or {}
-    tifu = TifuParams(**(choice.get("tuned_tifu") or choice["tifu"]))
+    data, sp, shipped, tifu = loaded(data_path, split_spec, run_dir)
     stage, _ = reranked.learn(shipped, data, sp["train"], sp["validate"], tifu)
     ways = {"shipped": shipped, "stage": reranked.RerankedRecommender(shipped, stage)}
     inst = sp["test"]

@@ -26,6 +26,7 @@ class CandidateMLP(nn.Module):
 
     def __init__(self, n_features: int, hidden: int = 64) -> None:
         super().__init__()
+        self.hidden = hidden
         self.register_buffer("mean", torch.zeros(n_features))
         self.register_buffer("std", torch.ones(n_features))
         self.layers = nn.Sequential(

@@ -107,7 +107,7 @@ def _explain_chunk(rec: Any, data: BasketData, inst: Instances, items: np.ndarra
                 _repeat_reason(evidence[0][r][j], evidence[1][r][j], evidence[2][r][j], window),
             ]
             if reranked:
-                out.insert(0, RERANK_REASON)
+                out.insert(0, dict(RERANK_REASON))
             if count is not None and count[r] > 0:
                 out.append(_neighbour_reason(share_l[r][j], count[r]))  # type: ignore[index]
             if sources is not None and sources[r][j]:

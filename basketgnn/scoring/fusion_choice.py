@@ -86,13 +86,37 @@ def criterion_ks(n_items: int) -> tuple[int, ...]:
     return tuple(k for k in CRITERION_KS if k <= n_items) or (n_items,)
 
 
-def customer_criterion(ranked: np.ndarray, data: BasketData, instances: Instances) -> np.ndarray:
+def customer_criterion(
+    ranked: np.ndarray, data: BasketData, instances: Instances, criterion: Criterion = "mean"
+) -> np.ndarray:
     """Each instance's own mean of recall, NDCG and PHR at the criterion cut-offs (as
-    ``metrics.ranking_metrics`` defines them); their mean is :func:`validation_criterion`.
+    ``metrics.ranking_metrics`` defines them; ``at10``: at the first cut-off only); their mean
+    is :func:`validation_criterion`.
 
     Shapes: ranked [n, ≥ max cut-off] item indices, best first -> [n] float64.
     """
-    return _criterion(customer_metrics(ranked, data, instances))
+    metrics = customer_metrics(ranked, data, instances)
+    return _criterion({name: metrics[name] for name in criterion_names(list(metrics), criterion)})
+
+
+def criterion_names(names: list[str], criterion: Criterion) -> list[str]:
+    """The metrics a criterion averages: every one ("mean"), or those at the first cut-off
+    ("at10": "recall@10", "ndcg@10", "phr@10")."""
+    if criterion not in ("mean", "at10"):
+        raise ValueError(f"unknown criterion {criterion!r}; use 'mean' or 'at10'")
+    if criterion == "mean":
+        return names
+    first = names[0].split("@")[1]
+    return [name for name in names if name.split("@")[1] == first]
+
+
+def paired_gain(better: np.ndarray, base: np.ndarray) -> tuple[float, float]:
+    """The mean per-customer difference better − base and its standard error (0 for one
+    customer): the one-standard-error rule keeps ``better`` when the gain exceeds it.
+    Shapes: [n], [n] -> (gain, se)."""
+    diff = better - base
+    se = float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
+    return float(diff.mean()), se
 
 
 def customer_metrics(ranked: np.ndarray, data: BasketData, instances: Instances) -> dict[str, np.ndarray]:
@@ -375,12 +399,7 @@ def select_point(
     """
     if rule not in ("floor", "1se", "best"):
         raise ValueError(f"unknown rule {rule!r}; use 'floor', '1se' or 'best'")
-    if criterion not in ("mean", "at10"):
-        raise ValueError(f"unknown criterion {criterion!r}; use 'mean' or 'at10'")
-    names = list(per_metric[points[0]])
-    if criterion == "at10":  # the metrics at the first cut-off ("recall@10", "ndcg@10", "phr@10")
-        first = names[0].split("@")[1]
-        names = [name for name in names if name.split("@")[1] == first]
+    names = criterion_names(list(per_metric[points[0]]), criterion)
     score = {key: _criterion({name: per_metric[key][name] for name in names}) for key in points}  # [n_val] each
     means = {key: {name: float(v.mean()) for name, v in per_metric[key].items()} for key in points}
 
@@ -398,9 +417,7 @@ def select_point(
         eligible = [key for key in points if all(means[key][name] >= floor[name] for name in floor)]
     best = max(eligible, key=order)
     part = max((key for key in eligible if key[0] == 0 or key == tifu_alone), key=order)
-    diff = score[best] - score[part]  # [n_val]
-    se = float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
-    gain = float(diff.mean())
+    gain, se = paired_gain(score[best], score[part])  # over [n_val]
     if rule != "best" and best != part and gain <= se:
         best = part
     why: dict[str, Any] = {"rule": rule, "gain_over_better_part": round(gain, 6), "standard_error": round(se, 6)}

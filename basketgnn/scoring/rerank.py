@@ -5,7 +5,8 @@ item; rows with fewer kept items are filled with the most bought items) are scor
 :class:`~basketgnn.nn.candidate_mlp.CandidateMLP` from
 :func:`~basketgnn.scoring.rerank_features.candidate_features` (the model's logit, the TIFU
 rank, TIFU-KNN's parts, the customer's repeat timing, item and customer counts) and ranked by
-that score, ties to TIFU's order. A ranking of k <= candidates items reads the candidates alone.
+that score, ties to TIFU's order. A ranking of k <= candidates items reads the candidates alone
+(the wrapper continues a longer one with the shipped ranking).
 
 The candidates come from TIFU-KNN, not from the shipped (fused) ranking: a training customer's
 TIFU score never uses its own vector as a neighbour, so the training customers' candidates look
@@ -37,7 +38,7 @@ from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
 from basketgnn.nn.candidate_mlp import CandidateMLP, listwise_loss
 from basketgnn.scoring.fusion import TifuScorer
-from basketgnn.scoring.fusion_choice import criterion_ks, customer_metrics
+from basketgnn.scoring.fusion_choice import customer_criterion, paired_gain
 from basketgnn.scoring.rerank_features import FEATURES, PART_ALPHAS, ItemStats, candidate_features
 from basketgnn.scoring.sparse import SparseScores
 from basketgnn.scoring.tifu import TifuParams
@@ -107,7 +108,7 @@ class RerankStage:
 
     def state(self) -> dict[str, Any]:
         return {
-            "candidates": self.candidates, "features": list(FEATURES), "hidden": HIDDEN,
+            "candidates": self.candidates, "features": list(FEATURES), "hidden": self.net.hidden,
             "tifu": self.scorer.state(), "item_stats": asdict(self.item_stats),
             "net": {k: v.clone() for k, v in self.net.state_dict().items()},
         }  # fmt: skip
@@ -137,13 +138,16 @@ def top_candidates(kept: SparseScores, c: int, popularity: np.ndarray) -> np.nda
     first = rank < c
     out = np.full((n, c), -1, dtype=np.int64)
     out[row[order][first], rank[first]] = kept.items[order][first]
-    short = np.flatnonzero((out < 0).any(axis=1))
+    short = np.flatnonzero(out[:, -1] < 0)  # rows with fewer than c kept items
     if len(short):
-        by_popularity = np.lexsort((np.arange(n_items), -popularity))[: 2 * c]  # [2c] enough to fill any row
-        for r in short:  # rows with fewer than c kept items: few in real logs
-            have = out[r][out[r] >= 0]
-            fill = by_popularity[~np.isin(by_popularity, have)][: c - len(have)]
-            out[r, len(have) :] = fill
+        # A short row holds at most c - 1 of the 2c most popular items: the rest fill it.
+        by_popularity = np.lexsort((np.arange(n_items), -popularity))[: 2 * c]  # [P]
+        have = np.minimum(np.diff(kept.offsets)[short], c)  # [s]
+        keys = short[:, None] * n_items
+        held = np.isin(keys + by_popularity, (keys + out[short]).reshape(-1))  # [s, P]
+        slot = have[:, None] + np.cumsum(~held, axis=1) - 1  # the column each item not held would take
+        take = ~held & (slot < c)
+        out[np.repeat(short, take.sum(1)), slot[take]] = np.broadcast_to(by_popularity, take.shape)[take]
     return out
 
 
@@ -169,17 +173,6 @@ def target_labels(data: BasketData, instances: Instances, items: np.ndarray) -> 
     keys = np.unique(owner * n_items + targets.values)
     wanted = np.arange(len(instances), dtype=np.int64)[:, None] * n_items + items
     return np.isin(wanted, keys).astype(np.float32)
-
-
-def customer_criterion(
-    data: BasketData, instances: Instances, ranked: np.ndarray, criterion: str = "mean"
-) -> np.ndarray:
-    """Each customer's mean of recall, NDCG and PHR at 10 and 20 (``mean``) or at 10 (``at10``).
-    Shapes: ranked [n, >= 20] -> [n] float64."""
-    metrics = customer_metrics(ranked, data, instances)
-    first = f"@{criterion_ks(data.n_items)[0]}"
-    names = [m for m in metrics if criterion == "mean" or m.endswith(first)]
-    return np.mean([metrics[m] for m in names], axis=0)
 
 
 def fit_stage(
@@ -212,10 +205,10 @@ def fit_stage(
         net = CandidateMLP(len(FEATURES), HIDDEN)
     stage = RerankStage(TifuScorer.build(data, train, tifu), ItemStats.of(data, train), net, n_cand)
     fit_inst = training_instances(train, sample=sample, seed=seed)
-    x, y = _examples(stage, logits, data, fit_inst)
-    val_items, val_parts = stage.candidate_items(data, validate)
-    val_x = candidate_features(data, validate, val_items, logits(validate, val_items), val_parts, stage.item_stats)
-    base = customer_criterion(data, validate, shipped, criterion)  # [n_val]
+    fit_items, x = _features(stage, logits, data, fit_inst)
+    x, y = torch.from_numpy(x), torch.from_numpy(target_labels(data, fit_inst, fit_items))  # [n, C, F], [n, C]
+    val_items, val_x = _features(stage, logits, data, validate)
+    base = customer_criterion(shipped, data, validate, criterion)  # [n_val]
     stage.net.standardise_with(x)
     useful = np.flatnonzero(y.sum(1).numpy() > 0)
     opt = torch.optim.Adam(stage.net.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
@@ -232,7 +225,7 @@ def fit_stage(
             loss.backward()
             opt.step()
         ranked = np.take_along_axis(val_items, np.argsort(-stage.scores(val_x), axis=1, kind="stable"), axis=1)
-        per_customer = customer_criterion(data, validate, ranked, criterion)  # [n_val]
+        per_customer = customer_criterion(ranked, data, validate, criterion)  # [n_val]
         history.append(round(float(per_customer.mean()), 6))
         if best is None or per_customer.mean() > best[0]:
             best = (float(per_customer.mean()), epoch, per_customer, copy.deepcopy(stage.net.state_dict()))
@@ -241,9 +234,7 @@ def fit_stage(
     assert best is not None
     stage.net.load_state_dict(best[3])
     stage.net.eval()
-    diff = best[2] - base  # [n_val]
-    gain = float(diff.mean())
-    se = float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
+    gain, se = paired_gain(best[2], base)
     kept = gain > se
     record = {
         "kind": "rerank", "kept": kept, "epoch": best[1], "criterion": criterion,
@@ -259,10 +250,7 @@ def fit_stage(
     return stage, record
 
 
-def _examples(
-    stage: RerankStage, logits: Logits, data: BasketData, instances: Instances
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The training instances' candidate features and labels. Shapes: -> [n, C, F], [n, C]."""
+def _features(stage: RerankStage, logits: Logits, data: BasketData, instances: Instances) -> tuple[np.ndarray, np.ndarray]:
+    """The instances' candidates and their features. Shapes: -> [n, C], [n, C, F]."""
     items, parts = stage.candidate_items(data, instances)
-    x = candidate_features(data, instances, items, logits(instances, items), parts, stage.item_stats)
-    return torch.from_numpy(x), torch.from_numpy(target_labels(data, instances, items))
+    return items, candidate_features(data, instances, items, logits(instances, items), parts, stage.item_stats)

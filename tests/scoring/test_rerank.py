@@ -12,7 +12,7 @@ import torch
 from basketgnn.data.split import Instances, make_split
 from basketgnn.nn.candidate_mlp import CandidateMLP, listwise_loss
 from basketgnn.scoring import rerank
-from basketgnn.scoring.fusion_choice import customer_criterion as fusion_customer_criterion
+from basketgnn.scoring.fusion_choice import customer_criterion, customer_metrics
 from basketgnn.scoring.sparse import SparseScores
 from basketgnn.scoring.tifu import TifuParams
 from tests.support.planted import planted_data
@@ -27,6 +27,20 @@ def test_top_candidates_are_the_largest_kept_items_then_the_most_popular():
     popularity = np.array([5.0, 1.0, 9.0, 9.0, 0.0, 3.0, 2.0, 0.5])
     got = rerank.top_candidates(kept, 3, popularity)
     np.testing.assert_array_equal(got, [[2, 1, 5], [3, 2, 0]])  # row 1 filled: 2 (9, lower than 3), then 0
+    # Rows with none, some and every candidate kept, against a row-by-row fill.
+    rng = np.random.default_rng(0)
+    lengths = np.array([0, 2, 6, 9, 1])
+    items = np.concatenate([np.sort(rng.choice(12, n, replace=False)) for n in lengths])
+    many = SparseScores(np.concatenate([[0], np.cumsum(lengths)]), items, rng.integers(1, 4, len(items)) / 4)
+    popular = rng.integers(0, 5, 12).astype(float)
+    got = rerank.top_candidates(many, 6, popular)
+    by_popularity = np.lexsort((np.arange(12), -popular))
+    for r in range(len(lengths)):
+        row_items = many.items[many.offsets[r] : many.offsets[r + 1]]
+        row_values = many.values[many.offsets[r] : many.offsets[r + 1]]
+        kept_first = row_items[np.lexsort((row_items, -row_values))][:6].tolist()
+        fill = [i for i in by_popularity.tolist() if i not in kept_first][: 6 - len(kept_first)]
+        assert got[r].tolist() == kept_first + fill
 
 
 def test_training_instances_are_each_customers_last_targets_sampled_when_many():
@@ -57,13 +71,15 @@ def test_the_network_standardises_with_the_training_features():
     assert net(x).shape == (5, 7)
 
 
-def test_customer_criterion_matches_the_fusions():
+def test_the_criterion_at10_averages_the_metrics_at_10_only():
     data = planted_data(n_users=50, n_items=30)
     inst = make_split(data, "temporal")["test"]
     ranked = np.stack([np.random.default_rng(i).permutation(30)[:20] for i in range(len(inst))])
-    np.testing.assert_allclose(rerank.customer_criterion(data, inst, ranked), fusion_customer_criterion(ranked, data, inst))
-    at10 = rerank.customer_criterion(data, inst, ranked, "at10")
-    assert at10.shape == (len(inst),) and not np.allclose(at10, rerank.customer_criterion(data, inst, ranked))
+    metrics = customer_metrics(ranked, data, inst)
+    np.testing.assert_allclose(customer_criterion(ranked, data, inst), np.mean(list(metrics.values()), axis=0))
+    at10 = customer_criterion(ranked, data, inst, "at10")
+    np.testing.assert_allclose(at10, (metrics["recall@10"] + metrics["ndcg@10"] + metrics["phr@10"]) / 3)
+    assert at10.shape == (len(inst),) and not np.allclose(at10, customer_criterion(ranked, data, inst))
 
 
 def fit(data, sp, seed=0, epochs=3):
