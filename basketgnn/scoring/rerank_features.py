@@ -26,6 +26,10 @@ features (:data:`FEATURES`, in this order) are:
 The repeat-timing features are what a whole-history decayed vector (TIFU-KNN's) cannot hold:
 when an item was last bought and how regularly, which is how grocery repeats are timed.
 
+The columns are computed by a compiled pass over each customer's TIFU-KNN rows and history
+(:mod:`~basketgnn.scoring.rerank_features_kernel`); the tests check them against these
+formulas customer by customer.
+
 Shapes: candidates [n, C] item indices -> features [n, C, F] float32.
 """
 
@@ -37,6 +41,7 @@ import numpy as np
 
 from basketgnn.data.dataset import NO_TIME, BasketData, ranges
 from basketgnn.data.split import Instances
+from basketgnn.scoring.rerank_features_kernel import candidate_columns
 
 FEATURES = (
     "score", "log_rank",
@@ -81,55 +86,6 @@ class ItemStats:
         )
 
 
-@dataclass(frozen=True)
-class RepeatStats:
-    """Each (instance, item) pair of the instances' histories, sorted by key instance * I + item.
-
-    Shapes: keys, count, since [m] int64; gap, days, gap_days [m] float64; n_baskets,
-    basket_size [n] float64.
-    """
-
-    keys: np.ndarray
-    count: np.ndarray
-    since: np.ndarray
-    gap: np.ndarray
-    days: np.ndarray
-    gap_days: np.ndarray
-    n_baskets: np.ndarray
-    basket_size: np.ndarray
-
-    @classmethod
-    def of(cls, data: BasketData, instances: Instances) -> RepeatStats:
-        n_items = data.n_items
-        n_hist = np.asarray(instances.n_history, dtype=np.int64)  # [n]
-        hist = data.histories(instances.users, n_hist)
-        sizes = np.diff(hist.baskets.offsets)  # [baskets]
-        owner = np.repeat(np.arange(len(n_hist), dtype=np.int64), n_hist)  # [baskets]
-        position = ranges(np.zeros(len(n_hist), np.int64), n_hist)  # [baskets] 0 .. h - 1
-        times = data.basket_times[data.user_offsets[instances.users][owner] + position]  # [baskets]
-        timed = bool(len(times)) and bool((times != NO_TIME).all())
-        days = (times - times.min()) / NS_PER_DAY if timed else np.zeros(len(times))  # [baskets]
-        keys = np.repeat(owner, sizes) * n_items + hist.baskets.values  # [entries]
-        e_pos, e_days = np.repeat(position, sizes), np.repeat(days, sizes)
-        # By key, then by basket: the entries come basket by basket, so a stable sort by key.
-        order = np.argsort(keys, kind="stable")
-        keys, e_pos, e_days = keys[order], e_pos[order], e_days[order]
-        uniq, first, count = np.unique(keys, return_index=True, return_counts=True)
-        last = first + count - 1
-        pair_owner = uniq // n_items
-        # Worked example: h = 5, bought in baskets 1 and 3 -> since = 5 - 3 = 2, gap = (3 - 1) / 1.
-        steps = np.maximum(count - 1, 1)
-        last_day = days[np.cumsum(n_hist) - 1] if len(n_hist) else days  # [n] the last basket's
-        basket_items = np.bincount(owner, weights=sizes, minlength=len(n_hist))
-        return cls(
-            uniq, count, n_hist[pair_owner] - e_pos[last],
-            np.where(count > 1, (e_pos[last] - e_pos[first]) / steps, 0.0),
-            last_day[pair_owner] - e_days[last],
-            np.where(count > 1, (e_days[last] - e_days[first]) / steps, 0.0),
-            n_hist.astype(np.float64), basket_items / np.maximum(n_hist, 1),
-        )  # fmt: skip
-
-
 def lookup(keys: np.ndarray, values: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``values`` at each wanted key of the sorted ``keys`` (0 where absent) and whether found.
     Shapes: keys, values [m]; wanted [q] -> ([q], [q] bool)."""
@@ -138,17 +94,6 @@ def lookup(keys: np.ndarray, values: np.ndarray, wanted: np.ndarray) -> tuple[np
     pos = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
     found = keys[pos] == wanted
     return np.where(found, values[pos], 0), found
-
-
-def lookup_all(
-    keys: np.ndarray, columns: tuple[np.ndarray, ...], wanted: np.ndarray
-) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
-    """:func:`lookup` of several value columns of the same sorted keys, searching once."""
-    if len(keys) == 0:
-        return tuple(np.zeros(len(wanted), c.dtype) for c in columns), np.zeros(len(wanted), bool)
-    pos = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
-    found = keys[pos] == wanted
-    return tuple(np.where(found, c[pos], 0) for c in columns), found
 
 
 def candidate_features(
@@ -169,27 +114,23 @@ def candidate_features(
     Shapes: items, scores [n, C] -> [n, C, len(FEATURES)] float32.
     """
     n, c = items.shape
-    n_items = data.n_items
-    row = np.repeat(np.arange(n, dtype=np.int64), c)  # [n * C]
-    item = items.reshape(-1).astype(np.int64)
-    wanted = row * n_items + item
-    columns: list[np.ndarray] = [scores.reshape(-1), np.log1p(np.tile(np.arange(c), n))]
-    for part in tifu:
-        part_keys = np.repeat(np.arange(len(part), dtype=np.int64), np.diff(part.offsets)) * n_items + part.items
-        value, found = lookup(part_keys, np.asarray(part.values, np.float64), wanted)  # rows sorted, items ascending
-        columns += [value, found]
-    rs = RepeatStats.of(data, instances)
-    (count, since, gap, days, gap_days), bought = lookup_all(rs.keys, (rs.count, rs.since, rs.gap, rs.days, rs.gap_days), wanted)
-    n_baskets = rs.n_baskets[row]
-    repeated = count > 1
-    log_since = np.where(bought, np.log1p(since), np.log1p(n_baskets) + 1.0)
-    columns += [
-        bought, np.log1p(count), count / n_baskets, log_since, bought & (since == 1), bought & (since <= 3),
-        np.log1p(gap), np.where(repeated, log_since - np.log1p(gap), 0.0),
-        np.where(bought, np.log1p(days), 0.0), np.log1p(gap_days),
-        np.where(repeated, np.log1p(days) - np.log1p(gap_days), 0.0),
-        item_stats.log_baskets[item], item_stats.repeat_share[item], item_stats.log_buyers[item],
-        np.log1p(n_baskets), np.log(np.maximum(rs.basket_size[row], 1.0)),
-    ]  # fmt: skip
-    out = np.stack([np.asarray(col, dtype=np.float32) for col in columns], axis=1)  # [n * C, F]
-    return out.reshape(n, c, len(FEATURES))
+    n_hist = np.asarray(instances.n_history, dtype=np.int64)  # [n]
+    hist = data.histories(instances.users, n_hist)
+    owner = np.repeat(np.arange(n, dtype=np.int64), n_hist)  # [B]
+    times = data.basket_times[data.user_offsets[instances.users][owner] + ranges(np.zeros(n, np.int64), n_hist)]
+    timed = bool(len(times)) and bool((times != NO_TIME).all())
+    days = (times - times.min()) / NS_PER_DAY if timed else np.zeros(len(times))  # [B]
+    stacked = [np.asarray(part.offsets, np.int64) for part in tifu]
+    bases = np.cumsum([0] + [int(o[-1]) for o in stacked[:-1]])
+    part_offsets = np.concatenate([stacked[0]] + [o[1:] + b for o, b in zip(stacked[1:], bases[1:])])  # [3n + 1]
+    out = np.empty((n, c, len(FEATURES)), np.float32)
+    candidate_columns(
+        np.ascontiguousarray(items, dtype=np.int64), np.ascontiguousarray(scores, dtype=np.float32), part_offsets,
+        np.concatenate([np.asarray(part.items, np.int64) for part in tifu]),
+        np.concatenate([np.asarray(part.values, np.float64) for part in tifu]),
+        hist.basket_offsets.astype(np.int64), hist.baskets.offsets.astype(np.int64),
+        hist.baskets.values.astype(np.int64), days.astype(np.float64),
+        np.stack([item_stats.log_baskets, item_stats.repeat_share, item_stats.log_buyers]).astype(np.float32),
+        data.n_items, out,
+    )  # fmt: skip
+    return out

@@ -1,7 +1,8 @@
 """Compiled top-k kernels of fused scores (numba): each customer's top k from a few candidates
 (:func:`candidate_top_k`, :func:`~basketgnn.scoring.candidates.fused_top_k`) and each row's top
 k of one point of the fusion's validation grid (:func:`fused_top_k_dense`,
-:mod:`~basketgnn.scoring.fusion_choice`).
+:mod:`~basketgnn.scoring.fusion_choice`), and each row's top k of a sparse set of scores
+(:func:`sparse_top_k`, the re-ranking stage's candidates).
 
 Both give the items (and values) that ``metrics.top_k`` gives on the dense fused rows, ties to
 the lower item, without building those rows: the best k are kept in a list ranked by (value
@@ -17,7 +18,7 @@ import numba
 import numpy as np
 
 from basketgnn.jit import jit_options
-from basketgnn.scoring.select_kernel import insert_ranked
+from basketgnn.scoring.select_kernel import insert_ranked, smallest_positions, sort_by_key
 
 _JIT = jit_options(__file__)
 
@@ -137,3 +138,32 @@ def fused_top_k_dense(normalised, prefix, add_ptr, add_items, add_values, weight
         for e in range(add_ptr[u], add_ptr[u + 1]):
             in_add[add_items[e]] = False
     return out, dense_needed
+
+
+@numba.njit(**_JIT)
+def sparse_top_k(offsets, items, neg_values, k):  # pragma: no cover - jit
+    """Each row's k largest values of a CSR set whose rows hold their items in ascending order,
+    best first, ties to the lower item; −1 after a row's last entry when it holds fewer than k.
+    The (−value, item) pairs of a row: its k smallest positions
+    (:func:`~basketgnn.scoring.select_kernel.smallest_positions`, in item order), then a
+    stable sort by −value.
+
+    Shapes: offsets [n + 1]; items [nnz] int64; neg_values [nnz] float64 (the values negated)
+    -> [n, k] int64.
+    """
+    n = len(offsets) - 1
+    out = np.full((n, k), -1, np.int64)
+    longest = 0
+    for u in range(n):
+        longest = max(longest, offsets[u + 1] - offsets[u])
+    pos = np.empty(max(longest, 1), np.int64)
+    work = np.empty(max(longest, 1), np.float64)
+    picked = np.empty(max(k, 1), np.int64)
+    for u in range(n):
+        lo, count = offsets[u], offsets[u + 1] - offsets[u]
+        keys = neg_values[lo : lo + count]
+        m = smallest_positions(keys, items[lo : lo + count], count, k, pos, picked, work)
+        ranked = sort_by_key(keys, picked, m)
+        for c in range(m):
+            out[u, c] = items[lo + ranked[c]]
+    return out

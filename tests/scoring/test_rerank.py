@@ -43,6 +43,35 @@ def test_top_candidates_are_the_largest_kept_items_then_the_most_popular():
         assert got[r].tolist() == kept_first + fill
 
 
+def test_top_candidates_of_long_rows_with_many_ties_match_a_lexsort():
+    # Rows longer than twice the cut take the compiled selection's sampled-threshold path.
+    rng = np.random.default_rng(3)
+    lengths = np.array([0, 1, 19, 20, 21, 45, 300, 999])
+    items = np.concatenate([np.sort(rng.choice(1000, n, replace=False)) for n in lengths])
+    values = rng.integers(0, 6, len(items)) / 5  # many equal values within a row
+    kept = SparseScores(np.concatenate([[0], np.cumsum(lengths)]), items, values.astype(np.float32))
+    popular = rng.random(1000)
+    got = rerank.top_candidates(kept, 20, popular)
+    for r in range(len(lengths)):
+        lo, hi = kept.offsets[r], kept.offsets[r + 1]
+        want = items[lo:hi][np.lexsort((items[lo:hi], -values[lo:hi]))][:20]
+        assert got[r, : len(want)].tolist() == want.tolist()
+    assert (got[:2] >= 0).all() and len(np.unique(got[2])) == 20  # short rows are filled
+
+
+def test_the_stage_scores_in_blocks_as_in_one_pass(monkeypatch):
+    torch.manual_seed(0)
+    net = CandidateMLP(5, hidden=8)
+    net.standardise_with(torch.randn(10, 4, 5))
+    stage = rerank.RerankStage(None, None, net.eval())
+    x = np.random.default_rng(0).normal(size=(37, 11, 5)).astype(np.float32)
+    with torch.inference_mode():
+        want = net(torch.from_numpy(x)).numpy()
+    monkeypatch.setattr(rerank, "SCORE_ROWS", 16)  # 407 rows: 25 full blocks and a part
+    np.testing.assert_allclose(stage.scores(x), want, rtol=1e-6, atol=1e-7)
+    assert stage.scores(x[:0]).shape == (0, 11)
+
+
 def test_training_instances_are_each_customers_last_targets_sampled_when_many():
     train = Instances(np.array([0, 1, 2]), np.array([5, 2, 1]))
     got = rerank.training_instances(train, prefixes=3, sample=100)
