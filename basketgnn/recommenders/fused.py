@@ -23,8 +23,6 @@ The fusion's state is its own section of a checkpoint (:data:`SECTION`), beside 
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from concurrent.futures import wait
 from typing import Any, Literal
 
@@ -33,9 +31,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
-from basketgnn.engine.threads import helper_threads, torch_threads
+from basketgnn.engine.threads import helper_threads
 from basketgnn.recommenders.neural import NeuralRecommender, rank_dense
-from basketgnn.recommenders.shared_scoring import ranked_in_parts
+from basketgnn.recommenders.shared_scoring import forward_beside, ranked_in_parts
 from basketgnn.scoring.candidates import SharedScores
 from basketgnn.scoring.fusion import ScoreFusion
 from basketgnn.scoring.fusion_choice import choose_fusion, fusion_choice
@@ -46,9 +44,6 @@ from basketgnn.scoring.tifu import DEFAULT_POOL_CAP
 SECTION = "fusion"
 #: Validation rows fused at a time while choosing (memory: chunk x I float64).
 CHOICE_CHUNK = 2048
-#: Instances per part of the neighbour search when ``rank`` runs on several threads: small
-#: enough that the parts even out the threads' ends.
-SEARCH_PART = 256
 
 
 class FusionOptions(BaseModel):
@@ -215,57 +210,10 @@ class FusedRecommender:
     def _forward_beside_search(
         self, data: BasketData, instances: Instances, threads: int
     ) -> tuple[SharedScores | None, SparseScores]:
-        """The search in small parts and the model's forward batch by batch, shared by this
-        thread and threads - 1 helpers (one torch thread each): the helpers start on the search
-        while this thread builds the graphs, then each thread takes forward batches (this
-        thread first) and search parts (the helpers first) until none is left, so the two cores
-        stay busy to the end. Each part's result is the one a single search (or forward) gives
-        its customers, in part order: the output does not depend on who ran what. An error in
-        any part stops the others' taking more and goes up."""
-        n_parts = max(1, -(-len(instances) // SEARCH_PART))
-        search = SharedParts(
-            [Instances(instances.users[idx], instances.n_history[idx])
-             for idx in np.array_split(np.arange(len(instances)), n_parts)],
-            lambda part: self.search(data, part),
-        )  # fmt: skip
-        forward: list[SharedParts] = []  # the forward's parts, once the graphs are built
-        built = threading.Event()
-
-        def helper() -> None:
-            try:
-                search.drain()
-                built.wait()
-                for parts in forward:
-                    parts.drain()
-            except BaseException:
-                search.stop()
-                for parts in forward:
-                    parts.stop()
-                raise
-
-        with helper_threads(threads - 1) as pool, torch_threads(1):
-            helpers = [pool.submit(helper) for _ in range(threads - 1)]
-            plan = None
-            try:
-                plan = self.base.shared_plan(data, instances)
-                if plan is not None:
-                    forward.append(SharedParts(plan.batches, plan.forward))
-                built.set()
-                for parts in forward:
-                    parts.drain()
-                search.drain()
-            except BaseException:
-                search.stop()  # the helpers finish their part and stop; the error goes up
-                for parts in forward:
-                    parts.stop()
-                raise
-            finally:
-                built.set()
-                wait(helpers)  # the helpers end their part before the call returns or raises
-            for h in helpers:
-                h.result()  # a part's error
-        scores = plan.assemble(forward[0].results()) if plan is not None else None
-        return scores, SparseScores.concat(search.results())
+        """The model's shared scores and the search's addend, the forward's batches and the
+        search's parts shared by this thread and threads - 1 helpers (:func:`forward_beside`)."""
+        scores, found = forward_beside(self.base, data, instances, threads, lambda part: self.search(data, part))
+        return scores, SparseScores.concat(found)
 
     def params(self) -> dict[str, Any]:
         """The model's parameters with what the fusion uses (the base reports its choice record
@@ -289,39 +237,6 @@ def from_section(base: NeuralRecommender, state: dict[str, Any] | None) -> Neura
         return base
     fusion = ScoreFusion.from_state(state["state"])
     return FusedRecommender(base, fusion) if fusion.weight > 0 else base
-
-
-class SharedParts:
-    """Parts of a job that any number of threads take in turn, each part once (``drain``);
-    ``results`` in part order. An error in a part is raised by the thread that ran it, and the
-    other threads stop taking parts (as after ``stop``)."""
-
-    def __init__(self, parts: list[Any], run: Callable[[Any], Any]) -> None:
-        self._parts, self._run = parts, run
-        self._results: list[Any] = [None] * len(parts)
-        self._next = 0
-        self._failed = False
-        self._lock = threading.Lock()
-
-    def drain(self) -> None:
-        while True:
-            with self._lock:
-                i = self._next
-                if self._failed or i >= len(self._parts):
-                    return
-                self._next += 1
-            try:
-                self._results[i] = self._run(self._parts[i])
-            except BaseException:
-                self.stop()
-                raise
-
-    def stop(self) -> None:
-        """No part is started after this (the ones running finish)."""
-        self._failed = True
-
-    def results(self) -> list[Any]:
-        return self._results
 
 
 def _as_float32(ranked: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

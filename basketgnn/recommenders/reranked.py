@@ -9,20 +9,20 @@ the model's and the fusion's.
 
 from __future__ import annotations
 
-from concurrent.futures import wait
 from typing import Any
 
 import numpy as np
 
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
-from basketgnn.engine.threads import helper_threads, torch_threads
+from basketgnn.engine.threads import torch_threads
 from basketgnn.recommenders.base import rank_items
 from basketgnn.recommenders.neural import NeuralRecommender
+from basketgnn.recommenders.shared_scoring import forward_beside, in_parts
 from basketgnn.scoring.candidates import SharedScores
 from basketgnn.scoring.fusion_choice import criterion_ks
 from basketgnn.scoring.rerank import Logits, RerankStage, fit_stage
-from basketgnn.scoring.rerank_features import lookup
+from basketgnn.scoring.rerank_features_kernel import shared_values_at
 from basketgnn.scoring.tifu import TifuParams
 
 #: The checkpoint section holding the stage's choice and state.
@@ -56,7 +56,7 @@ class RerankedRecommender:
     def rank(self, data: BasketData, instances: Instances, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Each instance's top k of the stage's order; beyond its ``candidates``, the shipped
         ranking's next items that are not candidates, scored below them in that order. On
-        several threads the model's forward runs on a helper beside TIFU-KNN's search (the same
+        several threads the work is shared by the threads (:meth:`_rank_on_threads`; the same
         rows either way).
 
         Shapes: -> (items [n, k] int64, scores [n, k] float32)."""
@@ -65,22 +65,34 @@ class RerankedRecommender:
         if threads <= 1 or not self.model.has_shared_scores or len(instances) == 0:
             items, scores = self.stage.order(data, instances, model_logits(self.model, data))
         else:
-            self.model.setup(threads=False)
-            with helper_threads(1) as pool, torch_threads(threads - 1):
-                forward = pool.submit(self.model.shared_scores, data, instances, 1)
-                try:
-                    candidates, parts = self.stage.candidate_items(data, instances)
-                finally:
-                    wait([forward])  # the forward ends before the call returns or raises
-            shared = forward.result()
-            values = (
-                shared_values(shared, candidates, data.n_items) if shared is not None
-                else model_logits(self.model, data)(instances, candidates)
-            )  # fmt: skip
-            items, scores = self.stage.order_candidates(data, instances, candidates, parts, values)
+            items, scores = self._rank_on_threads(data, instances, threads)
         if k <= items.shape[1]:
             return items[:, :k], scores[:, :k]
         return beyond_candidates(items, scores, self.shipped.rank(data, instances, k)[0], data.n_items, k)
+
+    def _rank_on_threads(self, data: BasketData, instances: Instances, threads: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`RerankStage.order` on ``threads`` threads: the stage's preparation (TIFU-KNN's
+        search, the candidates, their features) in parts beside the model's forward
+        (:func:`~basketgnn.recommenders.shared_scoring.forward_beside`), then each part's order
+        from the model's scores, the parts taken in turn by every thread (one torch thread
+        each). Every customer's row is computed from its own inputs alone, so the rows are the
+        one-thread ones. Shapes: -> ([n, C] int64, [n, C] float32)."""
+        self.model.setup(threads=False)
+        shared, prepared = forward_beside(self.model, data, instances, threads, lambda part: self.stage.prepare(data, part))
+        starts = np.cumsum([0] + [len(items) for items, _ in prepared])
+        if shared is None:  # the model's configuration has no shared form: its dense scores
+            items = np.concatenate([items for items, _ in prepared])
+            features = np.concatenate([features for _, features in prepared])
+            return self.stage.order_prepared(items, features, model_logits(self.model, data)(instances, items))
+
+        def order(j: int) -> tuple[np.ndarray, np.ndarray]:
+            items, features = prepared[j]
+            values = shared_values(shared.rows(int(starts[j]), int(starts[j + 1])), items, data.n_items)
+            return self.stage.order_prepared(items, features, values)
+
+        with torch_threads(1):
+            done = in_parts(order, list(range(len(prepared))), threads)
+        return np.concatenate([d[0] for d in done]), np.concatenate([d[1] for d in done])
 
     def params(self) -> dict[str, Any]:
         p = dict(self.shipped.params())
@@ -110,12 +122,13 @@ def beyond_candidates(
 
 def shared_values(shared: SharedScores, items: np.ndarray, n_items: int) -> np.ndarray:
     """The scores in shared form at given items: each row's own entry where it has one, else the
-    shared row's. Shapes: items [n, C] -> [n, C] float32."""
-    keys = shared.row_ids() * n_items + shared.items
-    order = np.argsort(keys)
-    wanted = np.arange(len(items), dtype=np.int64)[:, None] * n_items + items  # [n, C]
-    own, found = lookup(keys[order], shared.values[order], wanted.reshape(-1))
-    return np.where(found, own, shared.base[items.reshape(-1)]).reshape(items.shape).astype(np.float32)
+    shared row's (:func:`~basketgnn.scoring.rerank_features_kernel.shared_values_at`).
+    Shapes: items [n, C] -> [n, C] float32."""
+    return shared_values_at(
+        np.asarray(shared.offsets, np.int64), np.asarray(shared.items, np.int64),
+        np.asarray(shared.values, np.float32), np.asarray(shared.base, np.float32),
+        np.ascontiguousarray(items, dtype=np.int64),
+    )  # fmt: skip
 
 
 def model_logits(model: NeuralRecommender, data: BasketData) -> Logits:

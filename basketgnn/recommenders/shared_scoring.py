@@ -17,6 +17,7 @@ batch's own entries.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import wait
@@ -27,12 +28,16 @@ import torch
 from torch import nn
 
 from basketgnn.data.dataset import _offsets
+from basketgnn.data.split import Instances
 from basketgnn.engine.batching import SCORE_BATCH, length_batches, source_sizes
 from basketgnn.engine.threads import helper_threads, torch_threads
 from basketgnn.engine.trainer import ValidationRank, dense_ranking
 from basketgnn.models.spec import BatchSource
 from basketgnn.scoring.candidates import SharedScores, fused_top_k
 
+#: Instances per part of a search run beside the forward (:func:`forward_beside`): small
+#: enough that the parts even out the threads' ends.
+SEARCH_PART = 256
 #: Seconds the first (dense, one-thread) validation takes before training's later validations
 #: run in shared form on several threads. Helper threads that ran torch's operations leave
 #: OpenMP state behind that slows the training steps after them even when their pool has ended,
@@ -166,3 +171,114 @@ def shared_ranking(
         return fused_top_k(scores, k)[0]
 
     return rank
+
+
+def forward_beside(
+    base: Any, data: Any, instances: Instances, threads: int, search: Callable[[Instances], Any]
+) -> tuple[SharedScores | None, list[Any]]:
+    """``base``'s scores in shared form (None where its configuration has none: its
+    ``shared_plan``) and ``search(part)`` of every part of :data:`SEARCH_PART` instances, in
+    part order.
+
+    The search in small parts and the model's forward batch by batch, shared by this thread and
+    threads - 1 helpers (one torch thread each): the helpers start on the search while this
+    thread builds the graphs, then each thread takes forward batches (this thread first) and
+    search parts (the helpers first) until none is left, so the two cores stay busy to the end.
+    Each part's result is the one a single search (or forward) gives its customers, in part
+    order: the output does not depend on who ran what. An error in any part stops the others'
+    taking more and goes up."""
+    n_parts = max(1, -(-len(instances) // SEARCH_PART))
+    jobs = SharedParts(
+        [Instances(instances.users[idx], instances.n_history[idx])
+         for idx in np.array_split(np.arange(len(instances)), n_parts)],
+        search,
+    )  # fmt: skip
+    forward: list[SharedParts] = []  # the forward's parts, once the graphs are built
+    built = threading.Event()
+
+    def helper() -> None:
+        try:
+            jobs.drain()
+            built.wait()
+            for parts in forward:
+                parts.drain()
+        except BaseException:
+            jobs.stop()
+            for parts in forward:
+                parts.stop()
+            raise
+
+    with helper_threads(threads - 1) as pool, torch_threads(1):
+        helpers = [pool.submit(helper) for _ in range(threads - 1)]
+        plan = None
+        try:
+            plan = base.shared_plan(data, instances)
+            if plan is not None:
+                forward.append(SharedParts(plan.batches, plan.forward))
+            built.set()
+            for parts in forward:
+                parts.drain()
+            jobs.drain()
+        except BaseException:
+            jobs.stop()  # the helpers finish their part and stop; the error goes up
+            for parts in forward:
+                parts.stop()
+            raise
+        finally:
+            built.set()
+            wait(helpers)  # the helpers end their part before the call returns or raises
+        for h in helpers:
+            h.result()  # a part's error
+    scores = plan.assemble(forward[0].results()) if plan is not None else None
+    return scores, jobs.results()
+
+
+def in_parts(run: Callable[[Any], Any], parts: list[Any], threads: int) -> list[Any]:
+    """``run(part)`` of every part, in part order, the parts taken in turn by this thread and
+    ``threads`` - 1 kept helper threads (:class:`SharedParts`). An error in a part goes up after
+    the helpers end theirs."""
+    if threads <= 1 or len(parts) <= 1:
+        return [run(part) for part in parts]
+    jobs = SharedParts(parts, run)
+    with helper_threads(threads - 1) as pool:
+        helpers = [pool.submit(jobs.drain) for _ in range(threads - 1)]
+        try:
+            jobs.drain()
+        finally:
+            wait(helpers)  # the helpers end their part before the call returns or raises
+        for h in helpers:
+            h.result()
+    return jobs.results()
+
+
+class SharedParts:
+    """Parts of a job that any number of threads take in turn, each part once (``drain``);
+    ``results`` in part order. An error in a part is raised by the thread that ran it, and the
+    other threads stop taking parts (as after ``stop``)."""
+
+    def __init__(self, parts: list[Any], run: Callable[[Any], Any]) -> None:
+        self._parts, self._run = parts, run
+        self._results: list[Any] = [None] * len(parts)
+        self._next = 0
+        self._failed = False
+        self._lock = threading.Lock()
+
+    def drain(self) -> None:
+        while True:
+            with self._lock:
+                i = self._next
+                if self._failed or i >= len(self._parts):
+                    return
+                self._next += 1
+            try:
+                self._results[i] = self._run(self._parts[i])
+            except BaseException:
+                self.stop()
+                raise
+
+    def stop(self) -> None:
+        """No part is started after this (the ones running finish)."""
+        self._failed = True
+
+    def results(self) -> list[Any]:
+        return self._results

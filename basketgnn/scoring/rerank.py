@@ -57,6 +57,8 @@ BATCH = 128
 LR = 3e-3
 WEIGHT_DECAY = 1e-5
 HIDDEN = 64
+#: The features' column holding the trained model's score.
+SCORE_COLUMN = FEATURES.index("score")
 #: Candidate rows the network scores at a time (:meth:`RerankStage.scores`).
 SCORE_ROWS = 4096
 
@@ -89,17 +91,25 @@ class RerankStage:
     def order(self, data: BasketData, instances: Instances, logits: Logits) -> tuple[np.ndarray, np.ndarray]:
         """The candidates by the stage's score, best first, ties to TIFU's order.
         Shapes: -> ([n, C] int64, [n, C] float32)."""
-        items, parts = self.candidate_items(data, instances)
-        return self.order_candidates(data, instances, items, parts, logits(instances, items))
+        items, features = self.prepare(data, instances)
+        return self.order_prepared(items, features, logits(instances, items))
 
-    def order_candidates(
-        self, data: BasketData, instances: Instances, items: np.ndarray, parts: tuple, values: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`order` from :meth:`candidate_items`' output and the model's scores of the
-        candidates. Shapes: items, values [n, C] -> ([n, C] int64, [n, C] float32)."""
+    def prepare(self, data: BasketData, instances: Instances) -> tuple[np.ndarray, np.ndarray]:
+        """Everything :meth:`order` reads but the trained model's scores: the candidates
+        (:meth:`candidate_items`) and their features with the ``score`` column at 0.
+        Shapes: -> ([n, C] int64, [n, C, F] float32)."""
+        items, parts = self.candidate_items(data, instances)
+        zeros = np.zeros(items.shape, np.float32)
+        return items, candidate_features(data, instances, items, zeros, parts, self.item_stats)
+
+    def order_prepared(self, items: np.ndarray, features: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`order` from :meth:`prepare`'s output and the model's scores of the candidates
+        (written into the features' ``score`` column). Shapes: items, values [n, C] -> ([n, C]
+        int64, [n, C] float32)."""
         if len(items) == 0:
             return items, np.zeros(items.shape, np.float32)
-        s = self.scores(candidate_features(data, instances, items, values, parts, self.item_stats))
+        features[..., SCORE_COLUMN] = values
+        s = self.scores(features)
         order = np.argsort(-s, axis=1, kind="stable")  # [n, C]
         return np.take_along_axis(items, order, axis=1), np.take_along_axis(s, order, axis=1)
 

@@ -86,16 +86,6 @@ class ItemStats:
         )
 
 
-def lookup(keys: np.ndarray, values: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``values`` at each wanted key of the sorted ``keys`` (0 where absent) and whether found.
-    Shapes: keys, values [m]; wanted [q] -> ([q], [q] bool)."""
-    if len(keys) == 0:
-        return np.zeros(len(wanted), values.dtype), np.zeros(len(wanted), bool)
-    pos = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
-    found = keys[pos] == wanted
-    return np.where(found, values[pos], 0), found
-
-
 def candidate_features(
     data: BasketData,
     instances: Instances,

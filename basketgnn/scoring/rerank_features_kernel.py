@@ -104,3 +104,28 @@ def candidate_columns(
                 part_hit[p, part_items[e]] = False
         for e in range(basket_offsets[b0], basket_offsets[b1]):
             count[basket_items[e]] = 0
+
+
+@numba.njit(**_JIT)
+def shared_values_at(offsets, items, values, base, candidates):  # pragma: no cover - jit
+    """Scores in shared form (one row ``base`` for everyone, each row's own ``items`` /
+    ``values``) read at each row's candidates: the row's own value where it has one, else the
+    shared row's.
+
+    Shapes: offsets [n + 1]; items [nnz] int64 (distinct within a row); values [nnz] float32;
+    base [I] float32; candidates [n, C] int64 -> [n, C] float32.
+    """
+    n, c = candidates.shape
+    out = np.empty((n, c), np.float32)
+    own = np.zeros(len(base), np.float32)
+    has = np.zeros(len(base), np.bool_)
+    for r in range(n):
+        for e in range(offsets[r], offsets[r + 1]):
+            own[items[e]] = values[e]
+            has[items[e]] = True
+        for j in range(c):
+            i = candidates[r, j]
+            out[r, j] = own[i] if has[i] else base[i]
+        for e in range(offsets[r], offsets[r + 1]):
+            has[items[e]] = False
+    return out

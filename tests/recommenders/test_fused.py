@@ -107,7 +107,7 @@ def test_search_parts_shared_by_threads_give_the_one_thread_ranking(monkeypatch,
     searched = []
     prepare = fusion.prepare
     monkeypatch.setattr(fusion, "prepare", lambda d, inst: searched.append(len(inst)) or prepare(d, inst))
-    monkeypatch.setattr(fused_module, "SEARCH_PART", 7)
+    monkeypatch.setattr(shared_scoring, "SEARCH_PART", 7)
     got = many.rank(data, everyone, 10)
     assert sorted(searched) == sorted([len(p) for p in np.array_split(np.arange(120), 18)])
     np.testing.assert_array_equal(got[0], want[0])
@@ -120,7 +120,7 @@ def test_forward_batches_and_search_parts_shared_by_two_threads(monkeypatch):
     import basketgnn.recommenders.neural as neural_module
 
     monkeypatch.setattr(neural_module, "SCORE_BATCH", 8)
-    monkeypatch.setattr(fused_module, "SEARCH_PART", 5)
+    monkeypatch.setattr(shared_scoring, "SEARCH_PART", 5)
     data = planted_data(n_users=120, n_items=40)
     sp = make_split(data, "temporal")
     fusion = ScoreFusion(0.3, "sigmoid", TifuScorer.build(data, sp["train"], TifuParams(k=10)))
@@ -191,7 +191,7 @@ def test_a_failing_forward_stops_the_search_parts(monkeypatch):
         return prepare(d, inst)
 
     monkeypatch.setattr(fusion, "prepare", slow_prepare)
-    monkeypatch.setattr(fused_module, "SEARCH_PART", 1)
+    monkeypatch.setattr(shared_scoring, "SEARCH_PART", 1)
 
     def fail(*args, **kwargs):
         deadline = time.monotonic() + 10
@@ -210,7 +210,7 @@ def test_shared_parts_run_each_part_once_and_stop_at_an_error():
     from concurrent.futures import ThreadPoolExecutor
 
     ran = []
-    parts = fused_module.SharedParts(list(range(50)), lambda i: ran.append(i) or i * i)
+    parts = shared_scoring.SharedParts(list(range(50)), lambda i: ran.append(i) or i * i)
     with ThreadPoolExecutor(3) as pool:
         for f in [pool.submit(parts.drain) for _ in range(3)]:
             f.result()
@@ -221,7 +221,7 @@ def test_shared_parts_run_each_part_once_and_stop_at_an_error():
             raise ValueError("part 3")
         return i
 
-    parts = fused_module.SharedParts(list(range(50)), fail_at_3)
+    parts = shared_scoring.SharedParts(list(range(50)), fail_at_3)
     with pytest.raises(ValueError, match="part 3"):
         parts.drain()
     parts.drain()  # another thread stops too

@@ -12,7 +12,7 @@ from basketgnn.data.split import Instances, make_split
 from basketgnn.engine.checkpoint import load_checkpoint, set_section
 from basketgnn.errors import UserError
 from basketgnn.models.dnntsp import DNNTSP, SPEC, DNNTSPConfig
-from basketgnn.recommenders import reranked
+from basketgnn.recommenders import reranked, shared_scoring
 from basketgnn.recommenders.neural import NeuralRecommender
 from basketgnn.recommenders.reranked import RerankedRecommender
 from basketgnn.scoring import rerank
@@ -48,7 +48,7 @@ def test_model_logits_are_the_models_scores_of_the_items(user_context, monkeypat
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
-def test_the_wrapper_ranks_by_the_stage_and_refuses_more_than_its_candidates():
+def test_the_wrapper_ranks_by_the_stage_and_refuses_more_than_its_candidates(monkeypatch):
     data = planted_data(n_users=120, n_items=40)
     sp = make_split(data, "temporal")
     rec = model(data)
@@ -59,10 +59,13 @@ def test_the_wrapper_ranks_by_the_stage_and_refuses_more_than_its_candidates():
     np.testing.assert_array_equal(items, want[0][:, :10])
     np.testing.assert_array_equal(scores, want[1][:, :10])
     assert wrapper.item_ids is rec.item_ids and wrapper.params()["rerank_candidates"] == 40
-    # On two threads the forward runs beside the search: the same rows.
+    # On two threads the preparation runs in parts beside the forward and the parts' orders
+    # are shared by the threads: the same rows, in one part or in many.
     rec.with_threads(2)
-    for a, b in zip(wrapper.rank(data, sp["test"], 10), (items, scores)):
-        np.testing.assert_array_equal(a, b)
+    for part in (256, 7):
+        monkeypatch.setattr(shared_scoring, "SEARCH_PART", part)
+        for a, b in zip(wrapper.rank(data, sp["test"], 10), (items, scores)):
+            np.testing.assert_array_equal(a, b)
     rec.with_threads(1)
     # Beyond its candidates: the shipped ranking's next items that are not candidates.
     few = RerankedRecommender(rec, rerank.RerankStage(stage.scorer, stage.item_stats, stage.net, 5))
