@@ -66,11 +66,14 @@ def train_zoo(monkeypatch, capsys, folder: Path, model: str, fusion: str) -> str
 
 
 def make_checkpoint(
-    folder: Path, n_customers: int = 60, n_items: int = 25, weight: float = 0.3, record_data: bool = True
-):
+    folder: Path, n_customers: int = 60, n_items: int = 25, weight: float = 0.3, record_data: bool = True,
+    rerank: bool = False,
+):  # fmt: skip
     """A prepared dataset and an untrained DNNTSP checkpoint fused with TIFU-KNN at ``weight``
     (scoring costs and paths are those of a trained one; no training needed for a test). With
-    ``record_data`` False the checkpoint does not name its dataset."""
+    ``record_data`` False the checkpoint does not name its dataset; with ``rerank``, a
+    re-ranking stage (its network untrained, over TIFU-KNN's top 10) orders what the fusion
+    ships, as where validation keeps it."""
     import torch
 
     from basketgnn.data.ingest import prepare_log
@@ -93,5 +96,16 @@ def make_checkpoint(
     fusion = ScoreFusion(weight, "sigmoid", TifuScorer.build(data, train, TifuParams(k=5)))
     extras = {"data": str(folder / "data")} if record_data else {}
     save_checkpoint(folder / "best.pt", "dnntsp", model, config, data.item_ids, extras)
-    set_section(folder / "best.pt", "fusion", {"choice": {"weight": weight, "k": 5}, "state": fusion.state()})
+    options = {"fusion": "tifu", "rerank": rerank}
+    set_section(folder / "best.pt", "fusion", {"options": options, "choice": {"weight": weight, "k": 5}, "state": fusion.state()})
+    if rerank:
+        from basketgnn.nn.candidate_mlp import CandidateMLP
+        from basketgnn.scoring.rerank import RerankStage
+        from basketgnn.scoring.rerank_features import FEATURES, ItemStats
+
+        net = CandidateMLP(len(FEATURES), 16)
+        with torch.no_grad():
+            net.layers[-1].weight.normal_(0, 1.0)  # orders other than TIFU-KNN's
+        stage = RerankStage(fusion.scorer, ItemStats.of(data, train), net.eval(), 10)
+        set_section(folder / "best.pt", "rerank", {"choice": {"kind": "rerank", "kept": True}, "state": stage.state()})
     return folder / "best.pt", data
