@@ -2,8 +2,9 @@
 torch's intra-op threads narrowed inside a block.
 
 A ranking call on several threads hands its forward batches and search parts to helper threads
-(:mod:`basketgnn.recommenders.neural`, :mod:`basketgnn.recommenders.fused`), and so does
-training's validation (:mod:`basketgnn.recommenders.shared_scoring`). ``recommend`` and the
+(:mod:`basketgnn.recommenders.neural`, :mod:`basketgnn.recommenders.fused`,
+:mod:`basketgnn.recommenders.reranked`, through :mod:`basketgnn.recommenders.shared_scoring`),
+and so does training's validation. ``recommend`` and the
 evaluation make one ranking call per chunk of customers; threads made afresh for each call pay
 their start and their first, largest batch's per-thread set-up (allocator arenas, torch's and
 numba's thread state) every time. Inside :func:`kept_helpers` (``rank_items`` and

@@ -90,8 +90,11 @@ class RerankedRecommender:
             values = shared_values(shared.rows(int(starts[j]), int(starts[j + 1])), items, data.n_items)
             return self.stage.order_prepared(items, features, values)
 
-        with torch_threads(1):
-            done = in_parts(order, list(range(len(prepared))), threads)
+        if len(prepared) == 1:  # one part: on this thread, with torch's threads
+            done = [order(0)]
+        else:
+            with torch_threads(1):
+                done = in_parts(order, list(range(len(prepared))), threads)
         return np.concatenate([d[0] for d in done]), np.concatenate([d[1] for d in done])
 
     def params(self) -> dict[str, Any]:

@@ -11,6 +11,11 @@ this way, and so do training's validations after the first (:func:`shared_rankin
 to the engine) where the model's configuration has that form and validation is long enough to
 gain from several threads.
 
+A ranking on several threads runs the forward beside a per-customer search (TIFU-KNN's, for
+the fusion and the re-ranking stage), both in parts that every thread takes from
+(:func:`forward_beside`, :class:`SharedParts`), and then, where each row's ranking depends on
+that row alone, its rows in parts on every thread (:func:`ranked_in_parts`, :func:`in_parts`).
+
 Shapes: n instances of a :class:`~basketgnn.models.spec.BatchSource`, I catalogue items, M a
 batch's own entries.
 """

@@ -157,7 +157,8 @@ def top_candidates(kept: SparseScores, c: int, popularity: np.ndarray) -> np.nda
         by_popularity = np.lexsort((np.arange(n_items), -popularity))[: 2 * c]  # [P]
         have = np.minimum(np.diff(offsets)[short], c)  # [s]
         keys = short[:, None] * n_items
-        held = np.isin(keys + by_popularity, (keys + out[short]).reshape(-1))  # [s, P]
+        mine = out[short]  # [s, c], −1 after a row's kept items
+        held = np.isin(keys + by_popularity, (keys + mine)[mine >= 0])  # [s, P]
         slot = have[:, None] + np.cumsum(~held, axis=1) - 1  # the column each item not held would take
         take = ~held & (slot < c)
         out[np.repeat(short, take.sum(1)), slot[take]] = np.broadcast_to(by_popularity, take.shape)[take]

@@ -9,15 +9,17 @@ features (:data:`FEATURES`, in this order) are:
   score at its α, at α = 0 (the neighbours' mean alone) and at α = 1 (the customer's own
   decayed vector alone), each divided by the instance's largest (0 outside the kept top);
 - ``bought``, ``log_count``, ``share``: whether u bought i in the history, log(1 + c) and c / n
-  for c the number of history baskets holding i;
+  for c the number of history baskets holding i (0 for an empty history);
 - ``log_since``, ``in_last``, ``in_last3``: log(1 + s) for s the baskets from the last one
   holding i to the end (s = 1: the last basket; never bought: log(1 + n) + 1), and s = 1,
   s <= 3;
 - ``log_gap``, ``due``: log(1 + g) for g the mean number of baskets between u's purchases of i
   (c > 1, else 0), and log(1 + s) - log(1 + g) (c > 1, else 0): how overdue the next purchase is;
 - ``log_days``, ``log_gap_days``, ``due_days``: the same in days, from the baskets' times (0
-  when the data has none): days from the last purchase of i to u's last history basket, the
-  mean days between purchases, their log difference;
+  when a basket of u's history has none): days from the last purchase of i to u's last history
+  basket, the mean days between purchases, their log difference. A basket's day is counted
+  from u's last history basket, so a customer's features do not depend on the others scored
+  with it;
 - ``item_log_baskets``, ``item_repeat_share``, ``item_log_buyers``: over the training
   customers' visible baskets, log(1 + baskets holding i), the share of i's buyers who bought it
   in two baskets or more, log(1 + buyers) (:class:`ItemStats`);
@@ -104,12 +106,12 @@ def candidate_features(
     Shapes: items, scores [n, C] -> [n, C, len(FEATURES)] float32.
     """
     n, c = items.shape
+    if items.size and items.min() < 0:
+        raise ValueError("candidate_features needs item indices, not the -1 of an unfilled place")
     n_hist = np.asarray(instances.n_history, dtype=np.int64)  # [n]
     hist = data.histories(instances.users, n_hist)
     owner = np.repeat(np.arange(n, dtype=np.int64), n_hist)  # [B]
     times = data.basket_times[data.user_offsets[instances.users][owner] + ranges(np.zeros(n, np.int64), n_hist)]
-    timed = bool(len(times)) and bool((times != NO_TIME).all())
-    days = (times - times.min()) / NS_PER_DAY if timed else np.zeros(len(times))  # [B]
     stacked = [np.asarray(part.offsets, np.int64) for part in tifu]
     bases = np.cumsum([0] + [int(o[-1]) for o in stacked[:-1]])
     part_offsets = np.concatenate([stacked[0]] + [o[1:] + b for o, b in zip(stacked[1:], bases[1:])])  # [3n + 1]
@@ -119,7 +121,7 @@ def candidate_features(
         np.concatenate([np.asarray(part.items, np.int64) for part in tifu]),
         np.concatenate([np.asarray(part.values, np.float64) for part in tifu]),
         hist.basket_offsets.astype(np.int64), hist.baskets.offsets.astype(np.int64),
-        hist.baskets.values.astype(np.int64), days.astype(np.float64),
+        hist.baskets.values.astype(np.int64), np.asarray(times, np.int64), NO_TIME, float(NS_PER_DAY),
         np.stack([item_stats.log_baskets, item_stats.repeat_share, item_stats.log_buyers]).astype(np.float32),
         data.n_items, out,
     )  # fmt: skip

@@ -1,5 +1,7 @@
-"""The re-ranking stage's candidate features compiled (numba): one pass over each customer's
-TIFU-KNN rows and history baskets into item-indexed scratch, then one read per candidate.
+"""The re-ranking stage's compiled passes (numba): its candidate features, one pass over each
+customer's TIFU-KNN rows and history baskets into item-indexed scratch, then one read per
+candidate (:func:`candidate_columns`); and the trained model's scores in shared form read at the
+candidates (:func:`shared_values_at`).
 
 :func:`candidate_columns` writes the columns of
 :data:`~basketgnn.scoring.rerank_features.FEATURES` in that order, each computed in float64
@@ -26,7 +28,7 @@ _JIT = jit_options(__file__)
 @numba.njit(**_JIT)
 def candidate_columns(
     items, scores, part_offsets, part_items, part_values, instance_baskets, basket_offsets,
-    basket_items, days, item_columns, n_items, out,
+    basket_items, times, no_time, per_day, item_columns, n_items, out,
 ):  # pragma: no cover - jit
     """Fill out [n, C, F] with the features of each instance's candidates.
 
@@ -37,7 +39,9 @@ def candidate_columns(
             [nnz] float64.
         instance_baskets: each instance's history baskets, [n + 1] offsets into the baskets.
         basket_offsets, basket_items: the history baskets as CSR, [B + 1], [entries].
-        days: each basket's day (0 for every basket when the data has no times), [B] float64.
+        times: each basket's time, ``no_time`` where it has none, [B] int64; ``per_day``: time
+            units in a day. A basket's day is (its time − the history's last) / ``per_day``; a
+            history with a basket without time has 0 for every day-based column.
         item_columns: the item statistics ``item_log_baskets``, ``item_repeat_share``,
             ``item_log_buyers``, [3, I] float32.
     """
@@ -65,7 +69,9 @@ def candidate_columns(
         n_baskets = float(h)
         log_baskets = math.log1p(n_baskets)
         log_basket_size = math.log(max(n_entries / max(h, 1), 1.0))
-        last_day = days[b1 - 1] if h > 0 else 0.0
+        timed = h > 0
+        for b in range(b0, b1):
+            timed = timed and times[b] != no_time
         for j in range(c):
             i = items[r, j]
             o = out[r, j]
@@ -80,8 +86,12 @@ def candidate_columns(
             since = h - last[i] if bought else 0
             steps = max(cnt - 1, 1)
             gap = (last[i] - first[i]) / steps if repeated else 0.0
-            d = last_day - days[b0 + last[i]] if bought else 0.0
-            gap_d = (days[b0 + last[i]] - days[b0 + first[i]]) / steps if repeated else 0.0
+            d, gap_d = 0.0, 0.0
+            if timed and bought:
+                day_last = (times[b0 + last[i]] - times[b1 - 1]) / per_day  # ≤ 0
+                d = -day_last
+                if repeated:
+                    gap_d = (day_last - (times[b0 + first[i]] - times[b1 - 1]) / per_day) / steps
             log_since = math.log1p(since) if bought else log_baskets + 1.0
             o[8] = 1.0 if bought else 0.0
             o[9] = math.log1p(float(cnt))
@@ -91,7 +101,7 @@ def candidate_columns(
             o[13] = 1.0 if bought and since <= 3 else 0.0
             o[14] = math.log1p(gap)
             o[15] = log_since - math.log1p(gap) if repeated else 0.0
-            o[16] = math.log1p(d) if bought else 0.0
+            o[16] = math.log1p(d)
             o[17] = math.log1p(gap_d)
             o[18] = math.log1p(d) - math.log1p(gap_d) if repeated else 0.0
             o[19] = item_columns[0, i]

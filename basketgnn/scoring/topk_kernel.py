@@ -1,13 +1,15 @@
-"""Compiled top-k kernels of fused scores (numba): each customer's top k from a few candidates
-(:func:`candidate_top_k`, :func:`~basketgnn.scoring.candidates.fused_top_k`) and each row's top
-k of one point of the fusion's validation grid (:func:`fused_top_k_dense`,
+"""Compiled top-k kernels (numba): each customer's top k of fused scores from a few candidates
+(:func:`candidate_top_k`, :func:`~basketgnn.scoring.candidates.fused_top_k`), each row's top k
+of one point of the fusion's validation grid (:func:`fused_top_k_dense`,
 :mod:`~basketgnn.scoring.fusion_choice`), and each row's top k of a sparse set of scores
 (:func:`sparse_top_k`, the re-ranking stage's candidates).
 
-Both give the items (and values) that ``metrics.top_k`` gives on the dense fused rows, ties to
-the lower item, without building those rows: the best k are kept in a list ranked by (value
-desc, item asc) as the candidates come (:func:`~basketgnn.scoring.select_kernel.insert_ranked`).
-They release the GIL (``nogil``).
+The first two give the items (and values) that ``metrics.top_k`` gives on the dense fused rows,
+ties to the lower item, without building those rows: the best k are kept in a list ranked by
+(value desc, item asc) as the candidates come
+(:func:`~basketgnn.scoring.select_kernel.insert_ranked`). The third selects a row's k best
+with :func:`~basketgnn.scoring.select_kernel.smallest_positions` and orders them with
+:func:`~basketgnn.scoring.select_kernel.sort_by_key`. They release the GIL (``nogil``).
 
 Shapes in this module: n customers (c in a chunk), I items, k cut-off.
 """

@@ -206,28 +206,6 @@ def test_a_failing_forward_stops_the_search_parts(monkeypatch):
     assert 1 <= len(searched) <= 2  # the part the helper held (at most one more on a slow machine)
 
 
-def test_shared_parts_run_each_part_once_and_stop_at_an_error():
-    from concurrent.futures import ThreadPoolExecutor
-
-    ran = []
-    parts = shared_scoring.SharedParts(list(range(50)), lambda i: ran.append(i) or i * i)
-    with ThreadPoolExecutor(3) as pool:
-        for f in [pool.submit(parts.drain) for _ in range(3)]:
-            f.result()
-    assert sorted(ran) == list(range(50)) and parts.results() == [i * i for i in range(50)]
-
-    def fail_at_3(i):
-        if i == 3:
-            raise ValueError("part 3")
-        return i
-
-    parts = shared_scoring.SharedParts(list(range(50)), fail_at_3)
-    with pytest.raises(ValueError, match="part 3"):
-        parts.drain()
-    parts.drain()  # another thread stops too
-    assert parts.results()[4:] == [None] * 46
-
-
 def test_rank_items_uses_rank_and_a_fusion_without_shared_scores_ranks_densely():
     data = planted_data(n_users=80, n_items=30)
     sp = make_split(data, "temporal")

@@ -43,6 +43,15 @@ def test_top_candidates_are_the_largest_kept_items_then_the_most_popular():
         assert got[r].tolist() == kept_first + fill
 
 
+def test_adjacent_short_rows_are_filled_with_the_items_each_lacks():
+    # Row 0's unfilled places must not read row 1's: the last item is the most popular.
+    kept = SparseScores(np.array([0, 1, 2, 2]), np.array([0, 0]), np.array([1.0, 1.0]))
+    got = rerank.top_candidates(kept, 3, np.array([1.0, 2.0, 3.0]))
+    np.testing.assert_array_equal(got, [[0, 2, 1], [0, 2, 1], [2, 1, 0]])
+    got = rerank.top_candidates(kept, 2, np.array([1.0, 2.0, 3.0]))
+    np.testing.assert_array_equal(got, [[0, 2], [0, 2], [2, 1]])
+
+
 def test_top_candidates_of_long_rows_with_many_ties_match_a_lexsort():
     # Rows longer than twice the cut take the compiled selection's sampled-threshold path.
     rng = np.random.default_rng(3)
@@ -68,7 +77,7 @@ def test_the_stage_scores_in_blocks_as_in_one_pass(monkeypatch):
     with torch.inference_mode():
         want = net(torch.from_numpy(x)).numpy()
     monkeypatch.setattr(rerank, "SCORE_ROWS", 16)  # 407 rows: 25 full blocks and a part
-    np.testing.assert_allclose(stage.scores(x), want, rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(stage.scores(x), want)
     assert stage.scores(x[:0]).shape == (0, 11)
 
 

@@ -107,6 +107,13 @@ def test_candidate_features_equal_the_per_customer_reference(with_times):
     assert 0 < column["bought"].mean() < 1 and (column["log_gap"] > 0).any()
     assert 0 < column["has_tifu"].mean() < 1
     assert (column["log_days"] > 0).any() == with_times
+    # Each customer's features depend on its own inputs alone: the same rows in two calls.
+    half = len(inst) // 2
+    for part in (slice(0, half), slice(half, len(inst))):
+        sub = Instances(inst.users[part], inst.n_history[part])
+        sub_parts = tuple(p.rows(part.start, part.stop) for p in parts)
+        alone = candidate_features(data, sub, items[part], scores[part], sub_parts, ItemStats.of(data, sp["train"]))
+        np.testing.assert_array_equal(alone, got[part])
 
 
 def test_item_stats_count_the_training_customers_visible_baskets():
