@@ -66,10 +66,11 @@ class FusionOptions(BaseModel):
     rerank: bool = Field(
         False,
         description="With fusion: tifu, after the fusion learn a re-ranking of each customer's "
-        "top 100 from their features (the shipped score, TIFU-KNN's parts, when and how "
-        "regularly the customer bought each item) on the training customers, and keep it "
-        "when it beats the fused order on the validation customers by more than one standard "
-        "error.",
+        "top 100 TIFU-KNN items from their features (the model's score, TIFU-KNN's parts, when "
+        "and how regularly the customer bought each item) on the training customers, and keep "
+        "it when it beats the fused order on the validation customers by more than one standard "
+        "error. Where kept, ranking reads the 100 candidates instead of the catalogue: slower "
+        "than the fused ranking on a catalogue of a few thousand items, faster on a large one.",
     )
     neighbour_pool_cap: int | None = Field(
         DEFAULT_POOL_CAP,
