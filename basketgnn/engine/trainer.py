@@ -103,6 +103,9 @@ def setup_torch(config: TrainOptions, threads: bool = True) -> torch.device:
         if torch.get_num_threads() != want:  # setting it costs ms
             torch.set_num_threads(want)
     # Denormal floats (tiny gradients of saturated sigmoids) are ~40x slower on x86 CPUs.
+    # numpy works out its float limits once, on first use, and warns when denormals are
+    # flushed then (the smallest subnormal reads as 0): they are worked out before.
+    np.finfo(np.float32), np.finfo(np.float64)
     torch.set_flush_denormal(True)
     return torch.device(config.device)
 

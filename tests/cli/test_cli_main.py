@@ -12,7 +12,7 @@ import pytest
 
 import basketgnn.cli as cli
 from basketgnn.errors import UserError
-from tests.support.cli import run, run_status
+from tests.support.cli import make_checkpoint, run, run_status
 
 COMMANDS = ["synth", "prepare", "evaluate", "train", "predict", "recommend", "serve", "pipeline", "ablate",
             "config", "demo"]  # fmt: skip
@@ -72,3 +72,13 @@ def test_python_dash_m_runs_the_cli():
     done = subprocess.run([sys.executable, "-m", "basketgnn", "recommend", "--help"],
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0 and "--shard" in done.stdout
+
+
+def test_scoring_a_checkpoint_prints_no_warning_of_numpy(tmp_path):
+    """Scoring flushes denormal floats (setup_torch); numpy then warns on its first use of its
+    float limits unless they were worked out before. A fresh process: the limits not yet known."""
+    checkpoint, _ = make_checkpoint(tmp_path)
+    done = subprocess.run([sys.executable, "-W", "default", "-m", "basketgnn", "evaluate", "--checkpoint", str(checkpoint)],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0 and "recall@10" in done.stdout
+    assert "Warning" not in done.stderr, done.stderr
