@@ -87,7 +87,7 @@ class RerankedRecommender:
 
         def order(j: int) -> tuple[np.ndarray, np.ndarray]:
             items, features = prepared[j]
-            values = shared_values(shared.rows(int(starts[j]), int(starts[j + 1])), items, data.n_items)
+            values = shared_values(shared.rows(int(starts[j]), int(starts[j + 1])), items)
             return self.stage.order_prepared(items, features, values)
 
         if len(prepared) == 1:  # one part: on this thread, with torch's threads
@@ -123,7 +123,7 @@ def beyond_candidates(
     return np.concatenate([items, rest], axis=1).astype(np.int64), np.concatenate([scores, low], axis=1).astype(np.float32)
 
 
-def shared_values(shared: SharedScores, items: np.ndarray, n_items: int) -> np.ndarray:
+def shared_values(shared: SharedScores, items: np.ndarray) -> np.ndarray:
     """The scores in shared form at given items: each row's own entry where it has one, else the
     shared row's (:func:`~basketgnn.scoring.rerank_features_kernel.shared_values_at`).
     Shapes: items [n, C] -> [n, C] float32."""
@@ -149,7 +149,7 @@ def model_logits(model: NeuralRecommender, data: BasketData) -> Logits:
             if shared is None:
                 out[sl] = np.take_along_axis(model.score(data, part), items[sl], axis=1)
             else:
-                out[sl] = shared_values(shared, items[sl], data.n_items)
+                out[sl] = shared_values(shared, items[sl])
         return out
 
     return read

@@ -265,6 +265,8 @@ def fit_stage(
 
 
 def _features(stage: RerankStage, logits: Logits, data: BasketData, instances: Instances) -> tuple[np.ndarray, np.ndarray]:
-    """The instances' candidates and their features. Shapes: -> [n, C], [n, C, F]."""
-    items, parts = stage.candidate_items(data, instances)
-    return items, candidate_features(data, instances, items, logits(instances, items), parts, stage.item_stats)
+    """The instances' candidates and their features, the model's scores among them.
+    Shapes: -> [n, C], [n, C, F]."""
+    items, features = stage.prepare(data, instances)
+    features[..., SCORE_COLUMN] = logits(instances, items)
+    return items, features
