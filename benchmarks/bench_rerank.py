@@ -5,7 +5,8 @@
     .venv/bin/python benchmarks/bench_rerank.py --data DATA --runs RUN --time ROUNDS   # speed
 
 Each RUN is a ``basketgnn train`` folder (its best.pt with the fusion chosen on validation). For
-every run and stage seed, the stage is learned over what the checkpoint ships (the fused model)
+every run and stage seed, the stage is learned over what the checkpoint's fusion ships (the
+fused model; a stage that ``train`` stored is set aside)
 exactly as ``train`` does with ``rerank: true`` (:func:`basketgnn.recommenders.reranked.choose`,
 TIFU-KNN's parameters as the fusion tuned them), and the shipped model, the stage's order (kept
 or not) and the product's choice (the stage where validation kept it, else the shipped model) are
@@ -41,6 +42,7 @@ def loaded(data_path: str, split_spec: str, run_dir: Path):
     fusion tuned them (a checkpoint chosen before the record held them: its fusion's)."""
     data = load_data(data_path)
     shipped = load_trained(run_dir / "best.pt")
+    shipped = getattr(shipped, "shipped", shipped)  # what the fusion ships: the stage is learned here
     choice = getattr(shipped, "base", shipped).fusion_choice or {}
     return data, make_split(data, split_spec), shipped, TifuParams(**(choice.get("tuned_tifu") or choice["tifu"]))
 

@@ -51,13 +51,17 @@ def main() -> None:
     held = evaluation_split(sp, EvaluateSpec(**job.get("evaluate", {})), trained_on)[EVALUATED_PART]
     record = {"label": args.label, "run_dir": str(run_dir), "held_out_customers": len(held)}
     for name, path in (("warm", args.warm), ("scratch", args.scratch)):
-        rec = load_trained(path)  # fused when its validation chose a fusion
-        model = rec.base if isinstance(rec, FusedRecommender) else rec
+        rec = load_trained(path)  # fused when its validation chose a fusion, re-ranked where kept
+        fused = getattr(rec, "shipped", rec)  # what the fusion ships, under the re-ranking stage
+        model = fused.base if isinstance(fused, FusedRecommender) else fused
         alone, _ = evaluate_model(model, data, held)
         record[f"{name}_model_alone"] = {c: round(alone[c], 4) for c in CELLS}
-        if isinstance(rec, FusedRecommender):
-            fused, _ = evaluate_model(rec, data, held)
-            record[f"{name}_fused"] = {c: round(fused[c], 4) for c in CELLS}
+        if isinstance(fused, FusedRecommender):
+            metrics, _ = evaluate_model(fused, data, held)
+            record[f"{name}_fused"] = {c: round(metrics[c], 4) for c in CELLS}
+        if rec is not fused:
+            metrics, _ = evaluate_model(rec, data, held)
+            record[f"{name}_reranked"] = {c: round(metrics[c], 4) for c in CELLS}
         record[f"{name}_checkpoint"] = str(path)
         print(json.dumps(record), flush=True)
     append_result("warm_vs_scratch", record)

@@ -88,7 +88,8 @@ def test_it_recommends_from_its_checkpoint_for_every_customer(trained, data):
     in_memory = workflow.recommend(outcome.recommender, data[0], k=5)
     assert rows[columns].equals(in_memory[columns])
     alone = workflow.load_trained(out / "best.pt", model_only=True)
-    base = getattr(outcome.recommender, "base", outcome.recommender)
+    shipped = getattr(outcome.recommender, "shipped", outcome.recommender)  # inside a re-ranking stage
+    base = getattr(shipped, "base", shipped)
     assert workflow.recommend(alone, data[0], k=5)[columns].equals(
         workflow.recommend(base, data[0], k=5)[columns]
     )

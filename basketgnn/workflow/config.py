@@ -65,7 +65,7 @@ class Settings:
         model_keys = {k: v for k, v in changes.items() if k not in fusion_keys}
         return Settings(
             type(self.model)(**{**self.model.model_dump(), **model_keys}),
-            FusionOptions(**{**self.fusion.model_dump(), **fusion_keys}),
+            FusionOptions(**{**self.fusion.model_dump(exclude_unset=True), **fusion_keys}),
         )
 
     def dump(self) -> dict[str, Any]:

@@ -44,13 +44,14 @@ def test_the_shipped_spec_is_valid():
     raw = yaml.safe_load(spec.read_text())
     assert set(raw["variants"]) == {
         "full", "no-gcn", "no-attention", "last-timestamp", "no-gate", "no-repeat-features",
-        "no-transitions", "no-fusion",
+        "no-transitions", "no-rerank", "no-fusion",
     }
     assert raw["variants"]["no-gate"] == {"gate": "off"}
     assert raw["variants"]["no-fusion"] == {"fusion": "off"}
+    assert raw["variants"]["no-rerank"] == {"rerank": False}
     if all((spec.parent / p).exists() for p in raw["datasets"].values()):
         grid = load_spec(spec)
-        assert len(grid.runs) == 2 * (3 + 8 * 3)
+        assert len(grid.runs) == 2 * (3 + 9 * 3)
         assert grid.out == (spec.parent.parent / "docs" / "ablation").resolve()
 
 

@@ -117,6 +117,10 @@ def test_fusion_options_sit_beside_the_model_options(tmp_path):
         load_config(None, neighbour_weight=0.3)
     with pytest.raises(UserError, match=r"rerank: true reads TIFU-KNN's parts; it needs fusion: tifu"):
         load_config(None, fusion="off", rerank=True)
+    # The stage is on by default with the fusion, off without it, and back with the fusion.
+    assert FusionOptions().rerank and not settings.fusion.rerank
+    assert updated.fusion.rerank and not updated.update(rerank=False).fusion.rerank
+    assert not load_config(None, fusion="tifu", rerank=False).update(fusion="tifu").fusion.rerank
     with pytest.raises(UserError, match=r"foo: unknown key \(valid: .*embed_dim, .*fusion, transitions, rerank, neighbour_pool_cap, fusion_criterion\)"):
         load_config(None, foo=1)
 

@@ -13,6 +13,7 @@ from basketgnn.engine.checkpoint import load_checkpoint
 from basketgnn.errors import UserError
 from basketgnn.recommenders.fused import FusedRecommender
 from basketgnn.recommenders.neural import NeuralRecommender
+from basketgnn.recommenders.reranked import RerankedRecommender
 from basketgnn.recommenders.topfreq import PTopFreq
 from basketgnn.workflow.training import settings
 from tests.support.planted import planted_data
@@ -38,7 +39,11 @@ def test_train_stores_the_fusion_choice_as_a_section_and_load_trained_ranks_alik
     assert section["choice"] == outcome.fusion and section["options"]["fusion"] == "tifu"
     assert ckpt.extras["data"] == str((folder / "data").resolve()) and ckpt.extras["split_spec"] == "temporal"
     fused = outcome.fusion["weight"] > 0
-    assert isinstance(outcome.recommender, FusedRecommender) == fused == (section["state"] is not None)
+    shipped = getattr(outcome.recommender, "shipped", outcome.recommender)  # inside the stage where kept
+    assert isinstance(shipped, FusedRecommender) == fused == (section["state"] is not None)
+    # The re-ranking stage (on by default) is learned over what the fusion ships and stored beside it.
+    assert outcome.rerank is not None and ckpt.sections["rerank"]["choice"] == outcome.rerank
+    assert isinstance(outcome.recommender, RerankedRecommender) == outcome.rerank["kept"]
     loaded = workflow.load_trained(folder / "best.pt")
     assert type(loaded) is type(outcome.recommender)
     for a, b in zip(loaded.rank(data, sp["test"], 10), outcome.recommender.rank(data, sp["test"], 10)):
