@@ -136,8 +136,8 @@ def demo(
     )
     results = experiment.run()
     trained = experiment.fitted[model]
-    if trained.fusion is not None:
-        say(f"   {trained.fusion['description']}")
+    for choice in filter(None, (trained.fusion, trained.rerank)):  # what validation chose
+        say(f"   {choice['description']}")
     records = [r.to_json() for r in results]
     print_results(records)
     recs = workflow.recommend(trained.recommender, data, 20)

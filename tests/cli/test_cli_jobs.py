@@ -19,7 +19,8 @@ def test_demo_publishes_metrics_and_recommendations_together(tmp_path, log_csv, 
     config.write_text("embed_dim: 8\nepochs: 2\n")
     out = tmp_path / "demo"
     run_ok("demo", "--out", str(out), "--log", str(log_csv), "--config", str(config), "--no-progress")
-    assert "fusion with TIFU-KNN: " in capsys.readouterr().out  # the validation choice is shown
+    out_text = capsys.readouterr().out
+    assert "fusion with TIFU-KNN: " in out_text and "re-ranking of TIFU-KNN's top" in out_text  # the validation choices
     names = {p.name for p in out.iterdir()}
     assert {"metrics.json", "recommendations.parquet", "recommendations.csv", "data", "dnntsp"} == names
     records = json.loads((out / "metrics.json").read_text())

@@ -108,6 +108,25 @@ def test_ray_writes_the_one_process_files_byte_for_byte(one_process, on_ray):
     assert manifest(out) == manifest(one_process)
 
 
+def test_a_re_ranked_checkpoint_on_ray_writes_the_one_process_files(ray_local, tmp_path):
+    """The default's checkpoint where validation kept the re-ranking stage: the actors load the
+    stage with the model and rank as one process does."""
+    from basketgnn.recommenders.reranked import RerankedRecommender
+    from basketgnn.workflow import load_trained
+    from basketgnn.workflow.ray_scoring import CheckpointLoader, write_recommendation_parts_on_ray
+    from basketgnn.workflow.training import load_trained_with_data
+
+    (tmp_path / "ckpt").mkdir()
+    ckpt, _ = make_checkpoint(tmp_path / "ckpt", rerank=True)
+    _, data, _, _ = load_trained_with_data(ckpt)
+    assert isinstance(load_trained(ckpt), RerankedRecommender)
+    one = tmp_path / "one"
+    write_recommendation_parts(load_trained(ckpt).with_threads(1), data, K, one, chunk=CHUNK, source=SOURCE)
+    done = write_recommendation_parts_on_ray(CheckpointLoader(str(ckpt), str(tmp_path / "ckpt" / "data")),
+                                             plan(data, tmp_path / "ray"))  # fmt: skip
+    assert done.written == N_PARTS and files(tmp_path / "ray") == files(one)
+
+
 def test_a_rerun_keeps_the_complete_parts_and_writes_the_missing_one(on_ray, checkpoint, tmp_path):
     from basketgnn.workflow.ray_scoring import CheckpointLoader, write_recommendation_parts_on_ray
 
