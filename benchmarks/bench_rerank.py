@@ -1,7 +1,7 @@
 """The re-ranking stage (``rerank: true``) learned over trained checkpoints, read on validation and test.
 
     .venv/bin/python benchmarks/bench_rerank.py --data DATA --runs RUN [RUN ...] --label LABEL \
-        [--seeds 0 1 2] [--split auto]
+        [--seeds 0 1 2] [--split auto] [--pairs T]
     .venv/bin/python benchmarks/bench_rerank.py --data DATA --runs RUN --time ROUNDS   # speed
 
 Each RUN is a ``basketgnn train`` folder (its best.pt with the fusion chosen on validation). For
@@ -10,8 +10,11 @@ fused model; a stage that ``train`` stored is set aside)
 exactly as ``train`` does with ``rerank: true`` (:func:`basketgnn.recommenders.reranked.choose`,
 TIFU-KNN's parameters as the fusion tuned them), and the shipped model, the stage's order (kept
 or not) and the product's choice (the stage where validation kept it, else the shipped model) are
-evaluated on the validation and the test customers. Nothing retrains the network. One JSON line
-per (run, seed) goes to ``benchmarks/results/rerank.jsonl``; ``--table`` prints the means.
+evaluated on the validation and the test customers. Nothing retrains the network. ``--pairs``:
+the item pairs kept per item (``rerank_pairs``; 0: the stage without the pair columns). One
+JSON line per (run, seed) goes to ``benchmarks/results/rerank.jsonl``; ``--table`` prints the
+means. ``--time`` ranks with the shipped model, the stage and the stage without pair columns in
+turn.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from basketgnn.data.ingest import load_data
 from basketgnn.data.split import make_split
 from basketgnn.recommenders import reranked
 from basketgnn.recommenders.base import rank_items
+from basketgnn.scoring.item_pairs import TOP
 from basketgnn.scoring.tifu import TifuParams
 from basketgnn.workflow.harness import evaluate_model
 from basketgnn.workflow.training import load_trained
@@ -47,13 +51,13 @@ def loaded(data_path: str, split_spec: str, run_dir: Path):
     return data, make_split(data, split_spec), shipped, TifuParams(**(choice.get("tuned_tifu") or choice["tifu"]))
 
 
-def run(data_path: str, split_spec: str, run_dir: Path, seed: int, label: str) -> dict:
+def run(data_path: str, split_spec: str, run_dir: Path, seed: int, label: str, pairs: int = TOP) -> dict:
     data, sp, shipped, tifu = loaded(data_path, split_spec, run_dir)
     t0 = time.perf_counter()
-    stage, record = reranked.learn(shipped, data, sp["train"], sp["validate"], tifu, seed=seed)
+    stage, record = reranked.learn(shipped, data, sp["train"], sp["validate"], tifu, seed=seed, pairs=pairs)
     learn_s = time.perf_counter() - t0
     forced = reranked.RerankedRecommender(shipped, stage)  # its order, kept or not
-    row = {"label": label, "data": data_path, "run": str(run_dir), "seed": seed, "learn_s": round(learn_s, 1),
+    row = {"label": label, "data": data_path, "run": str(run_dir), "seed": seed, "pairs": pairs, "learn_s": round(learn_s, 1),
            "choice": {k: v for k, v in record.items() if k != "description"}, "description": record["description"]}
     for part in ("validate", "test"):
         for name, rec in (("shipped", shipped), ("stage", forced)):
@@ -64,13 +68,16 @@ def run(data_path: str, split_spec: str, run_dir: Path, seed: int, label: str) -
     return row
 
 
-def timing(data_path: str, split_spec: str, run_dir: Path, rounds: int, label: str) -> dict:
-    """Seconds to rank every test customer's top 20 with the shipped model and with the stage
-    (learned here, used whether or not validation keeps it), alternating, after one warm-up
-    call of each; the median and every round."""
+def timing(data_path: str, split_spec: str, run_dir: Path, rounds: int, label: str, pairs: int = TOP) -> dict:
+    """Seconds to rank every test customer's top 20 with the shipped model, the stage and the
+    stage without pair columns (learned here, used whether or not validation keeps them), in
+    turn (reversed every other round), after one warm-up call of each; the median and every
+    round."""
     data, sp, shipped, tifu = loaded(data_path, split_spec, run_dir)
-    stage, _ = reranked.learn(shipped, data, sp["train"], sp["validate"], tifu)
-    ways = {"shipped": shipped, "stage": reranked.RerankedRecommender(shipped, stage)}
+    ways = {"shipped": shipped}
+    for name, top in (("stage", pairs), ("stage_no_pairs", 0)):
+        stage, _ = reranked.learn(shipped, data, sp["train"], sp["validate"], tifu, pairs=top)
+        ways[name] = reranked.RerankedRecommender(shipped, stage)
     inst = sp["test"]
     times: dict[str, list[float]] = {name: [] for name in ways}
     for rec in ways.values():
@@ -80,7 +87,7 @@ def timing(data_path: str, split_spec: str, run_dir: Path, rounds: int, label: s
             t0 = time.perf_counter()
             rank_items(ways[name], data, inst, 20)
             times[name].append(round(time.perf_counter() - t0, 3))
-    row = {"label": label, "kind": "timing", "data": data_path, "run": str(run_dir), "customers": len(inst),
+    row = {"label": label, "kind": "timing", "data": data_path, "run": str(run_dir), "customers": len(inst), "pairs": pairs,
            "threads": torch.get_num_threads(), "rounds": times,
            "median_s": {k: statistics.median(v) for k, v in times.items()},
            "customers_per_s": {k: round(len(inst) / statistics.median(v)) for k, v in times.items()}}  # fmt: skip
@@ -112,6 +119,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--split", default="auto")
     ap.add_argument("--label", default="rerank")
+    ap.add_argument("--pairs", type=int, default=TOP, help=f"item pairs kept per item (default {TOP}; 0: none)")
     ap.add_argument("--table", action="store_true")
     ap.add_argument("--time", type=int, metavar="ROUNDS", help="time the ranking instead (quiet machine)")
     args = ap.parse_args()
@@ -120,13 +128,13 @@ def main() -> None:
         return
     if args.time:
         for run_dir in args.runs:
-            row = timing(args.data, args.split, run_dir, args.time, args.label)
+            row = timing(args.data, args.split, run_dir, args.time, args.label, args.pairs)
             append_result("rerank", row)
             print(json.dumps(row))
         return
     for run_dir in args.runs:
         for seed in args.seeds:
-            row = run(args.data, args.split, run_dir, seed, args.label)
+            row = run(args.data, args.split, run_dir, seed, args.label, args.pairs)
             append_result("rerank", row)
             print(row["description"], file=sys.stderr)
             print(json.dumps({k: row[k] for k in ("run", "seed", "validate_shipped", "validate_stage",

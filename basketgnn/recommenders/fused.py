@@ -37,6 +37,7 @@ from basketgnn.recommenders.shared_scoring import forward_beside, ranked_in_part
 from basketgnn.scoring.candidates import SharedScores
 from basketgnn.scoring.fusion import ScoreFusion
 from basketgnn.scoring.fusion_choice import choose_fusion, fusion_choice
+from basketgnn.scoring.item_pairs import TOP
 from basketgnn.scoring.sparse import SparseScores
 from basketgnn.scoring.tifu import DEFAULT_POOL_CAP
 
@@ -73,6 +74,15 @@ class FusionOptions(BaseModel):
         "minute to training. Where kept, ranking reads the 100 candidates instead of the "
         "catalogue: slower than the fused ranking on a catalogue of a few thousand items, "
         "faster on a large one. With fusion: off it is off unless set.",
+    )
+    rerank_pairs: int = Field(
+        TOP,
+        ge=0,
+        description="With rerank: true, give the stage two more features of each candidate: "
+        "how often the training customers buy it together with the customer's own items "
+        "(cosine of the pair counts, summed and largest over the customer's items), from each "
+        "item's this many most frequent pairs (0: without these features). The table is "
+        "stored with the checkpoint: about 8 bytes per kept pair.",
     )
     neighbour_pool_cap: int | None = Field(
         DEFAULT_POOL_CAP,

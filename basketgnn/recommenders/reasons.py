@@ -19,7 +19,10 @@ Each item gets, as far as its recommender has them:
 - ``transitions``: the items of the customer's history that lead to it, with their shares of
   its transition score;
 - ``attention``: for a model that declares ``ModelSpec.attention`` (DNNTSP), the past baskets
-  its temporal attention weighs most for this item.
+  its temporal attention weighs most for this item;
+- ``bought_with``: for a re-ranking stage that reads item pairs
+  (:mod:`~basketgnn.scoring.item_pairs`), the customer's items whose buyers buy it most
+  (largest pair cosine first), with the share of their buyers who do.
 
 Every reason is a dict ``{"kind", "text", ...numbers}``. Reasons are computed ``chunk``
 customers at a time and never change the ranking: they read the same scorers again.
@@ -51,8 +54,8 @@ Reason = dict[str, Any]
 #: The first reason of every item a re-ranked recommender ranks.
 RERANK_REASON: Reason = {
     "kind": "rerank",
-    "text": "ordered by the re-ranking stage, from the parts below and when and how regularly "
-    "the customer bought the item",
+    "text": "ordered by the re-ranking stage, from the parts below, when and how regularly "
+    "the customer bought the item, and what other customers buy with the customer's items",
 }
 
 
@@ -77,6 +80,7 @@ def _explain_chunk(rec: Any, data: BasketData, inst: Instances, items: np.ndarra
     # (the model, TIFU-KNN's parts, the transitions, the repeats), after a reason saying that
     # the stage set their order: it reads the same and the customer's repeat timing.
     reranked = isinstance(rec, RerankedRecommender)
+    pairs = rec.stage.pairs if reranked else None
     rec = rec.shipped if reranked else rec
     fusion = rec.fusion if isinstance(rec, FusedRecommender) else None
     base = rec.base if isinstance(rec, FusedRecommender) else rec
@@ -91,6 +95,7 @@ def _explain_chunk(rec: Any, data: BasketData, inst: Instances, items: np.ndarra
         if fusion.uses_transitions:
             parts["item_transitions"], sources = _transition_parts(fusion, data, inst, hist, items)
     evidence = [e.tolist() for e in _repeat_evidence(hist, items, data.n_items)]
+    bought_with = pairs.strongest(data, inst, hist, items, TOP_SOURCES) if pairs is not None else None
 
     # Python lists: per-entry reads of numpy arrays cost more than the rest of a reason.
     names, values = list(parts), [v.tolist() for v in parts.values()]
@@ -114,6 +119,8 @@ def _explain_chunk(rec: Any, data: BasketData, inst: Instances, items: np.ndarra
                 out.append(_transition_reason(sources[r][j], data.item_ids))
             if attention is not None and attention[r][j]:
                 out.append(_attention_reason(attention[r][j]))
+            if bought_with is not None and bought_with[r][j]:
+                out.append(_bought_with_reason(bought_with[r][j], data.item_ids))
             row.append(out)
         reasons.append(row)
     return reasons
@@ -315,3 +322,10 @@ def _attention_reason(baskets: list[tuple[int, float, bool]]) -> Reason:
     )
     return {"kind": "attention", "text": f"the model's attention for it rests most on {listed}",
             "baskets": [{"baskets_back": age, "share": share, "held_item": held} for age, share, held in baskets]}  # fmt: skip
+
+
+def _bought_with_reason(sources: list[tuple[int, float, float]], item_ids: np.ndarray) -> Reason:
+    named = [(str(item_ids[i]), cos, share) for i, cos, share in sources]
+    listed = ", ".join(f"{name} ({share:.0%} of its buyers)" for name, _, share in named)
+    return {"kind": "bought_with", "text": f"bought by other customers with this customer's items: {listed}",
+            "with": [{"item_id": name, "cosine": cos, "share": share} for name, cos, share in named]}  # fmt: skip

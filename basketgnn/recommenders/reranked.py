@@ -21,6 +21,7 @@ from basketgnn.recommenders.neural import NeuralRecommender
 from basketgnn.recommenders.shared_scoring import forward_beside, in_parts
 from basketgnn.scoring.candidates import SharedScores
 from basketgnn.scoring.fusion_choice import criterion_ks
+from basketgnn.scoring.item_pairs import TOP
 from basketgnn.scoring.rerank import Logits, RerankStage, fit_stage
 from basketgnn.scoring.rerank_features_kernel import shared_values_at
 from basketgnn.scoring.tifu import TifuParams
@@ -157,22 +158,25 @@ def model_logits(model: NeuralRecommender, data: BasketData) -> Logits:
 
 def learn(
     shipped: Any, data: BasketData, train: Instances, validate: Instances, tifu: TifuParams, *,
-    seed: int = 0, criterion: str = "mean",
+    seed: int = 0, criterion: str = "mean", pairs: int = TOP,
 ) -> tuple[RerankStage, dict[str, Any]]:  # fmt: skip
     """The stage learned with ``shipped``'s trained model's scores (TIFU-KNN's candidates and
-    parts from ``tifu``'s parameters and ``train``'s pool), and its choice record against
-    ``shipped``'s own ranking of the validation customers (``kept``: validation keeps it)."""
+    parts from ``tifu``'s parameters and ``train``'s pool, ``pairs`` item pairs kept per item),
+    and its choice record against ``shipped``'s own ranking of the validation customers
+    (``kept``: validation keeps it)."""
     model = getattr(shipped, "base", shipped)
     ranked, _ = rank_items(shipped, data, validate, max(criterion_ks(data.n_items)))
-    return fit_stage(model_logits(model, data), data, train, validate, tifu, ranked, seed=seed, criterion=criterion)
+    return fit_stage(
+        model_logits(model, data), data, train, validate, tifu, ranked, seed=seed, criterion=criterion, pairs=pairs
+    )
 
 
 def choose(
     shipped: Any, data: BasketData, train: Instances, validate: Instances, tifu: TifuParams, *,
-    seed: int = 0, criterion: str = "mean",
+    seed: int = 0, criterion: str = "mean", pairs: int = TOP,
 ) -> tuple[RerankedRecommender | None, dict[str, Any]]:  # fmt: skip
     """:func:`learn`, and the wrapper when validation keeps the stage (else None)."""
-    stage, record = learn(shipped, data, train, validate, tifu, seed=seed, criterion=criterion)
+    stage, record = learn(shipped, data, train, validate, tifu, seed=seed, criterion=criterion, pairs=pairs)
     return (RerankedRecommender(shipped, stage) if record["kept"] else None), record
 
 

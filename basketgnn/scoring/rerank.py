@@ -4,8 +4,10 @@ A customer's ``candidates`` (100) best items by TIFU-KNN (at its tuned α, ties 
 item; rows with fewer kept items are filled with the most bought items) are scored by
 :class:`~basketgnn.nn.candidate_mlp.CandidateMLP` from
 :func:`~basketgnn.scoring.rerank_features.candidate_features` (the model's logit, the TIFU
-rank, TIFU-KNN's parts, the customer's repeat timing, item and customer counts) and ranked by
-that score, ties to TIFU's order. A ranking of k <= candidates items reads the candidates alone
+rank, TIFU-KNN's parts, the customer's repeat timing, item and customer counts, and how
+strongly the pool buys each candidate with the customer's own items:
+:class:`~basketgnn.scoring.item_pairs.ItemPairs`) and ranked by that score, ties to TIFU's
+order. A ranking of k <= candidates items reads the candidates alone
 (the wrapper continues a longer one with the shipped ranking).
 
 The candidates come from TIFU-KNN, not from the shipped (fused) ranking: a training customer's
@@ -39,9 +41,15 @@ from basketgnn.data.split import Instances
 from basketgnn.nn.candidate_mlp import CandidateMLP, listwise_loss
 from basketgnn.scoring.fusion import TifuScorer
 from basketgnn.scoring.fusion_choice import customer_criterion, paired_gain
-from basketgnn.scoring.rerank_features import FEATURES, PART_ALPHAS, ItemStats, candidate_features
+from basketgnn.scoring.item_pairs import TOP, ItemPairs
+from basketgnn.scoring.rerank_features import (
+    PART_ALPHAS,
+    ItemStats,
+    candidate_features,
+    feature_names,
+)
 from basketgnn.scoring.sparse import SparseScores
-from basketgnn.scoring.tifu import TifuParams
+from basketgnn.scoring.tifu import TifuParams, capped_pool
 from basketgnn.scoring.topk_kernel import sparse_top_k
 
 #: Candidates per customer that the stage reorders.
@@ -58,7 +66,7 @@ LR = 3e-3
 WEIGHT_DECAY = 1e-5
 HIDDEN = 64
 #: The features' column holding the trained model's score.
-SCORE_COLUMN = FEATURES.index("score")
+SCORE_COLUMN = feature_names(None).index("score")
 #: Candidate rows the network scores at a time (:meth:`RerankStage.scores`).
 SCORE_ROWS = 4096
 
@@ -74,6 +82,12 @@ class RerankStage:
     item_stats: ItemStats
     net: CandidateMLP
     candidates: int = CANDIDATES
+    pairs: ItemPairs | None = None
+
+    @property
+    def features(self) -> tuple[str, ...]:
+        """The network's input columns, in order."""
+        return feature_names(self.pairs)
 
     def tifu_parts(self, data: BasketData, instances: Instances) -> tuple[SparseScores, ...]:
         """TIFU-KNN's kept scores at its α, at α = 0 and at α = 1, each row scaled to its max."""
@@ -100,7 +114,7 @@ class RerankStage:
         Shapes: -> ([n, C] int64, [n, C, F] float32)."""
         items, parts = self.candidate_items(data, instances)
         zeros = np.zeros(items.shape, np.float32)
-        return items, candidate_features(data, instances, items, zeros, parts, self.item_stats)
+        return items, candidate_features(data, instances, items, zeros, parts, self.item_stats, self.pairs)
 
     def order_prepared(self, items: np.ndarray, features: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`order` from :meth:`prepare`'s output and the model's scores of the candidates
@@ -127,19 +141,23 @@ class RerankStage:
 
     def state(self) -> dict[str, Any]:
         return {
-            "candidates": self.candidates, "features": list(FEATURES), "hidden": self.net.hidden,
+            "candidates": self.candidates, "features": list(self.features), "hidden": self.net.hidden,
             "tifu": self.scorer.state(), "item_stats": asdict(self.item_stats),
             "net": {k: v.clone() for k, v in self.net.state_dict().items()},
+            "pairs": None if self.pairs is None else self.pairs.state(),
         }  # fmt: skip
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> RerankStage:
-        if list(state["features"]) != list(FEATURES):
-            raise ValueError("the stage was learned on other features")
-        net = CandidateMLP(len(FEATURES), int(state["hidden"]))
+        """The stage :meth:`state` stored (one stored without ``pairs`` reads no pair columns)."""
+        pairs = None if state.get("pairs") is None else ItemPairs.from_state(state["pairs"])
+        names = feature_names(pairs)
+        if list(state["features"]) != list(names):
+            raise ValueError(f"the stage was learned on the features {list(state['features'])}, this version computes {list(names)}")
+        net = CandidateMLP(len(names), int(state["hidden"]))
         net.load_state_dict(state["net"])
         stats = ItemStats(**{k: np.asarray(v) for k, v in state["item_stats"].items()})
-        return cls(TifuScorer.from_state(state["tifu"]), stats, net.eval(), int(state["candidates"]))
+        return cls(TifuScorer.from_state(state["tifu"]), stats, net.eval(), int(state["candidates"]), pairs)
 
 
 def top_candidates(kept: SparseScores, c: int, popularity: np.ndarray) -> np.ndarray:
@@ -201,6 +219,7 @@ def fit_stage(
     criterion: str = "mean",
     epochs: int = EPOCHS,
     sample: int = SAMPLE,
+    pairs: int = TOP,
 ) -> tuple[RerankStage, dict[str, Any]]:
     """Learn the stage and decide on the validation customers.
 
@@ -208,16 +227,18 @@ def fit_stage(
         logits: the trained model's scores of given items.
         tifu: TIFU-KNN's parameters (its pool: ``train``'s customers).
         shipped: the shipped ranking of ``validate``, [n_val, >= 20] items best first.
+        pairs: item pairs kept per item for the pair columns (over TIFU-KNN's pool); 0: none.
 
     Returns (the stage at its best validation epoch; the choice as a record: ``kept`` when it
     beats the shipped ranking by more than one standard error, and a one-line ``description``).
     """
     t0 = time.perf_counter()
     n_cand = min(CANDIDATES, data.n_items)
+    table = ItemPairs.of(data, capped_pool(train, tifu.pool_cap, tifu.pool_seed), pairs) if pairs > 0 else None
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        net = CandidateMLP(len(FEATURES), HIDDEN)
-    stage = RerankStage(TifuScorer.build(data, train, tifu), ItemStats.of(data, train), net, n_cand)
+        net = CandidateMLP(len(feature_names(table)), HIDDEN)
+    stage = RerankStage(TifuScorer.build(data, train, tifu), ItemStats.of(data, train), net, n_cand, table)
     fit_inst = training_instances(train, sample=sample, seed=seed)
     fit_items, x = _features(stage, logits, data, fit_inst)
     x, y = torch.from_numpy(x), torch.from_numpy(target_labels(data, fit_inst, fit_items))  # [n, C, F], [n, C]
@@ -254,9 +275,9 @@ def fit_stage(
         "kind": "rerank", "kept": kept, "epoch": best[1], "criterion": criterion,
         "validation_criterion": round(best[0], 6), "shipped_criterion": round(float(base.mean()), 6),
         "gain": round(gain, 6), "standard_error": round(se, 6), "by_epoch": history,
-        "candidates": n_cand, "training_instances": len(fit_inst), "seconds": round(time.perf_counter() - t0, 1),
+        "candidates": n_cand, "item_pairs": pairs, "training_instances": len(fit_inst), "seconds": round(time.perf_counter() - t0, 1),
         "description": (
-            f"re-ranking of TIFU-KNN's top {n_cand}: validation criterion {best[0]:.4f} against the shipped "
+            f"re-ranking of TIFU-KNN's top {n_cand}{f' with item pairs (top {pairs})' if pairs > 0 else ''}: validation criterion {best[0]:.4f} against the shipped "
             f"ranking's {base.mean():.4f} ({gain:+.4f}, standard error {se:.4f}): "
             + ("kept" if kept else "not kept, the shipped ranking stays")
         ),

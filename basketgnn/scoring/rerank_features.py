@@ -23,7 +23,10 @@ features (:data:`FEATURES`, in this order) are:
 - ``item_log_baskets``, ``item_repeat_share``, ``item_log_buyers``: over the training
   customers' visible baskets, log(1 + baskets holding i), the share of i's buyers who bought it
   in two baskets or more, log(1 + buyers) (:class:`ItemStats`);
-- ``log_baskets``, ``log_basket_size``: log(1 + n) and log of u's mean basket size.
+- ``log_baskets``, ``log_basket_size``: log(1 + n) and log of u's mean basket size;
+- with the pool's item pairs (:class:`~basketgnn.scoring.item_pairs.ItemPairs`), two more
+  last: ``item_pairs_sum``, ``item_pairs_max``, how strongly the pool buys i with u's history
+  items.
 
 The repeat-timing features are what a whole-history decayed vector (TIFU-KNN's) cannot hold:
 when an item was last bought and how regularly, which is how grocery repeats are timed.
@@ -43,6 +46,7 @@ import numpy as np
 
 from basketgnn.data.dataset import NO_TIME, BasketData, ranges
 from basketgnn.data.split import Instances
+from basketgnn.scoring.item_pairs import PAIR_FEATURES, ItemPairs
 from basketgnn.scoring.rerank_features_kernel import candidate_columns
 
 FEATURES = (
@@ -56,6 +60,12 @@ FEATURES = (
 #: The α of TIFU's three parts after the combined one: neighbours alone, own history alone.
 PART_ALPHAS = (0.0, 1.0)
 NS_PER_DAY = 86_400 * 10**9
+
+
+def feature_names(pairs: ItemPairs | None) -> tuple[str, ...]:
+    """The columns :func:`candidate_features` writes: :data:`FEATURES`, then the pair columns
+    when there are pairs."""
+    return FEATURES + (PAIR_FEATURES if pairs is not None else ())
 
 
 @dataclass(frozen=True)
@@ -95,15 +105,17 @@ def candidate_features(
     scores: np.ndarray,
     tifu: tuple,
     item_stats: ItemStats,
+    pairs: ItemPairs | None = None,
 ) -> np.ndarray:
-    """The :data:`FEATURES` of each instance's candidates (module docstring).
+    """The :func:`feature_names` columns of each instance's candidates (module docstring).
 
     Args:
         items, scores: the candidates in TIFU-KNN's order and the trained model's scores of them.
         tifu: TIFU-KNN's kept scores (SparseScores of the instances) at its α, at α = 0 and at
             α = 1, each row divided by its largest.
+        pairs: the pool's item pairs, or None for :data:`FEATURES` alone.
 
-    Shapes: items, scores [n, C] -> [n, C, len(FEATURES)] float32.
+    Shapes: items, scores [n, C] -> [n, C, len(feature_names(pairs))] float32.
     """
     n, c = items.shape
     if items.size and items.min() < 0:
@@ -115,7 +127,7 @@ def candidate_features(
     stacked = [np.asarray(part.offsets, np.int64) for part in tifu]
     bases = np.cumsum([0] + [int(o[-1]) for o in stacked[:-1]])
     part_offsets = np.concatenate([stacked[0]] + [o[1:] + b for o, b in zip(stacked[1:], bases[1:])])  # [3n + 1]
-    out = np.empty((n, c, len(FEATURES)), np.float32)
+    out = np.empty((n, c, len(feature_names(pairs))), np.float32)
     candidate_columns(
         np.ascontiguousarray(items, dtype=np.int64), np.ascontiguousarray(scores, dtype=np.float32), part_offsets,
         np.concatenate([np.asarray(part.items, np.int64) for part in tifu]),
@@ -125,4 +137,6 @@ def candidate_features(
         np.stack([item_stats.log_baskets, item_stats.repeat_share, item_stats.log_buyers]).astype(np.float32),
         data.n_items, out,
     )  # fmt: skip
+    if pairs is not None:
+        pairs.columns(data, instances, hist, items, out, len(FEATURES))
     return out

@@ -128,7 +128,8 @@ def _rerank(
         raise UserError("rerank: true reads TIFU-KNN's parts: it needs fusion: tifu.")
     tifu = TifuParams(**choice["tuned_tifu"])
     wrapper, record = reranked.choose(
-        shipped, data, sp["train"], sp["validate"], tifu, seed=s.model.seed, criterion=s.fusion.fusion_criterion
+        shipped, data, sp["train"], sp["validate"], tifu, seed=s.model.seed, criterion=s.fusion.fusion_criterion,
+        pairs=s.fusion.rerank_pairs,
     )
     if best is not None:
         set_section(best, reranked.SECTION, {"choice": record, "state": wrapper.state() if wrapper else None})

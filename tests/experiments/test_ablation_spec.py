@@ -44,14 +44,14 @@ def test_the_shipped_spec_is_valid():
     raw = yaml.safe_load(spec.read_text())
     assert set(raw["variants"]) == {
         "full", "no-gcn", "no-attention", "last-timestamp", "no-gate", "no-repeat-features",
-        "no-transitions", "no-rerank", "no-fusion",
+        "no-transitions", "no-rerank", "no-item-pairs", "no-fusion",
     }
     assert raw["variants"]["no-gate"] == {"gate": "off"}
     assert raw["variants"]["no-fusion"] == {"fusion": "off"}
-    assert raw["variants"]["no-rerank"] == {"rerank": False}
+    assert raw["variants"]["no-rerank"] == {"rerank": False} and raw["variants"]["no-item-pairs"] == {"rerank_pairs": 0}
     if all((spec.parent / p).exists() for p in raw["datasets"].values()):
         grid = load_spec(spec)
-        assert len(grid.runs) == 2 * (3 + 9 * 3)
+        assert len(grid.runs) == 2 * (3 + 10 * 3)
         assert grid.out == (spec.parent.parent / "docs" / "ablation").resolve()
 
 

@@ -68,7 +68,7 @@ def test_the_wrapper_ranks_by_the_stage_and_refuses_more_than_its_candidates(mon
             np.testing.assert_array_equal(a, b)
     rec.with_threads(1)
     # Beyond its candidates: the shipped ranking's next items that are not candidates.
-    few = RerankedRecommender(rec, rerank.RerankStage(stage.scorer, stage.item_stats, stage.net, 5))
+    few = RerankedRecommender(rec, rerank.RerankStage(stage.scorer, stage.item_stats, stage.net, 5, stage.pairs))
     items, scores = few.rank(data, sp["test"], 12)
     shipped = rec.rank(data, sp["test"], 12)[0]
     assert items.shape == (len(sp["test"]), 12) and (np.diff(scores, axis=1) < 0).all()
@@ -141,10 +141,21 @@ def test_reasons_of_a_reranked_item_are_the_shipped_rankings_reasons_of_it(train
     got = explain(wrapper, data, sp["test"], items)
     plain = explain(shipped, data, sp["test"], items)
     assert len(got) == len(sp["test"]) and all(len(row) == 5 for row in got)
-    for row, plain_row in zip(got, plain):
-        for reasons, plain_reasons in zip(row, plain_row):
+    hist = data.histories(sp["test"].users, sp["test"].n_history)
+    strongest = stage.pairs.strongest(data, sp["test"], hist, items, 3)
+    named = 0
+    for row, plain_row, pairs_row in zip(got, plain, strongest):
+        for reasons, plain_reasons, pairs in zip(row, plain_row, pairs_row):
             assert reasons[0]["kind"] == "rerank" and "re-ranking stage" in reasons[0]["text"]
+            # Last, the stage's own: the customer's items that the item is most bought with.
+            if pairs:
+                named += 1
+                assert reasons[-1]["kind"] == "bought_with"
+                assert [w["item_id"] for w in reasons[-1]["with"]] == [str(data.item_ids[i]) for i, _, _ in pairs]
+                assert str(data.item_ids[pairs[0][0]]) in reasons[-1]["text"]
+                reasons = reasons[:-1]
             assert reasons[2:] == plain_reasons[1:]  # the repeats, neighbours, transitions, attention
             assert reasons[1]["parts"] == plain_reasons[0]["parts"]
             fused = plain_reasons[0]["text"].startswith("score ")
             assert reasons[1]["text"] == ("fused " if fused else "") + plain_reasons[0]["text"]
+    assert named > 0

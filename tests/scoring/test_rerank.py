@@ -13,6 +13,8 @@ from basketgnn.data.split import Instances, make_split
 from basketgnn.nn.candidate_mlp import CandidateMLP, listwise_loss
 from basketgnn.scoring import rerank
 from basketgnn.scoring.fusion_choice import customer_criterion, customer_metrics
+from basketgnn.scoring.item_pairs import PAIR_FEATURES, TOP
+from basketgnn.scoring.rerank_features import FEATURES
 from basketgnn.scoring.sparse import SparseScores
 from basketgnn.scoring.tifu import TifuParams
 from tests.support.planted import planted_data
@@ -157,3 +159,27 @@ def test_the_stage_is_not_kept_where_the_shipped_ranking_is_as_good():
     _, record = rerank.fit_stage(logits, data, sp["train"], sp["validate"], TifuParams(k=10, m=2), best, epochs=3)
     assert not record["kept"] and record["gain"] <= record["standard_error"]
     assert "not kept" in record["description"]
+
+
+def test_a_stage_without_item_pairs_reads_the_first_columns_and_loads_as_stored():
+    """``pairs=0`` learns on :data:`FEATURES` alone; a stored stage keeps its own columns, and a
+    state whose columns this version does not compute is refused by name."""
+    data = planted_data(n_users=150, n_items=40)
+    sp = make_split(data, "temporal")
+    zeros = lambda inst, it: np.zeros(it.shape, np.float32)  # noqa: E731
+    shipped = np.tile(np.arange(20), (len(sp["validate"]), 1))
+    plain, record = rerank.fit_stage(zeros, data, sp["train"], sp["validate"], TifuParams(k=10, m=2), shipped, epochs=2, pairs=0)
+    paired, record2 = fit(data, sp, epochs=2)
+    assert plain.pairs is None and plain.features == FEATURES and record["item_pairs"] == 0
+    assert paired.features == FEATURES + PAIR_FEATURES and record2["item_pairs"] == TOP
+    assert plain.net.layers[0].in_features == len(FEATURES) and paired.net.layers[0].in_features == len(FEATURES) + 2
+    for stage in (plain, paired):
+        loaded = rerank.RerankStage.from_state(stage.state())
+        assert loaded.features == stage.features
+        for a, b in zip(loaded.order(data, sp["test"], zeros), stage.order(data, sp["test"], zeros)):
+            np.testing.assert_array_equal(a, b)
+    _, x = paired.prepare(data, sp["test"])
+    assert x.shape[-1] == len(FEATURES) + 2 and (x[..., -1] > 0).any()
+    state = {**paired.state(), "features": list(FEATURES) + ["something_else", "item_pairs_max"]}
+    with pytest.raises(ValueError, match="learned on the features .*something_else"):
+        rerank.RerankStage.from_state(state)

@@ -121,7 +121,7 @@ def test_fusion_options_sit_beside_the_model_options(tmp_path):
     assert FusionOptions().rerank and not settings.fusion.rerank
     assert updated.fusion.rerank and not updated.update(rerank=False).fusion.rerank
     assert not load_config(None, fusion="tifu", rerank=False).update(fusion="tifu").fusion.rerank
-    with pytest.raises(UserError, match=r"foo: unknown key \(valid: .*embed_dim, .*fusion, transitions, rerank, neighbour_pool_cap, fusion_criterion\)"):
+    with pytest.raises(UserError, match=r"foo: unknown key \(valid: .*embed_dim, .*fusion, transitions, rerank, rerank_pairs, neighbour_pool_cap, fusion_criterion\)"):
         load_config(None, foo=1)
 
 

@@ -61,7 +61,7 @@ def test_fusion_options_act_after_training_and_never_restart_it(trained, tmp_pat
     assert off.training.history == outcome.training.history and off.fusion is None
     assert isinstance(off.recommender, NeuralRecommender)
     assert load_checkpoint(folder / "best.pt").sections["fusion"] == {
-        "options": {"fusion": "off", "transitions": True, "rerank": False, "neighbour_pool_cap": 20_000,
+        "options": {"fusion": "off", "transitions": True, "rerank": False, "rerank_pairs": 150, "neighbour_pool_cap": 20_000,
                     "fusion_criterion": "mean"},
         "chosen": True, "choice": None, "state": None,
     }  # fmt: skip
