@@ -84,8 +84,9 @@ class ItemPairs:
         """
         if self.degree.shape[0] != data.n_items:
             raise ValueError(f"the item pairs cover {self.degree.shape[0]} items but the data {data.n_items}")
+        partners = np.ascontiguousarray(self.partners, np.int32).view(np.uint32)
         pair_columns(
-            self.offsets, self.partners, self.counts, self.degree, self.own_offsets, self.own_items,
+            self.offsets, partners, self.counts, self.degree, self.own_offsets, self.own_items,
             query_codes(self.ids, data.user_ids[instances.users]), hist.basket_offsets.astype(np.int64),
             hist.baskets.offsets.astype(np.int64), hist.baskets.values, np.ascontiguousarray(items, dtype=np.int64),
             column, out,

@@ -1,7 +1,15 @@
 """The item pairs' compiled passes (numba): the table of each item's largest pair counts
-(:func:`top_pairs`), and the columns, where each customer's distinct history items spread their
-kept pair counts into item-indexed scratch, which each candidate then reads once
-(:func:`pair_columns`).
+(:func:`top_pairs`), and the columns (:func:`pair_columns`).
+
+:func:`pair_columns` gives each customer's candidates a place in two small sums, then walks
+each distinct history item i's kept pairs: for a partner j that is a candidate, it adds
+C'_ij / sqrt(max(d'_i, 1)) to j's sum and keeps j's maximum of it, and at the end divides both
+by sqrt(max(d'_j, 1)). That is :mod:`~basketgnn.scoring.item_pairs`' cosine, summed in float64
+in another order (the tests hold it to the dense formula within float32 rounding); C' and d' are
+the counts with the customer's own pool items left out. A partner that is not a candidate adds
+to a spare place instead, so the loop has no branch. The item-indexed scratch is reset entry by
+entry after each customer, so the work is the customer's history items times their kept pairs,
+plus its candidates.
 
 :func:`top_pairs` counts item i's pairs by walking its buyers' item lists into a count per item,
 finds the count at the ``top``-th place from a histogram of the counts (they are at most i's
@@ -9,13 +17,7 @@ buyers), and keeps every partner above it and the lowest items at it: no sort ov
 partners, so the work is the product's Σ over customers of their items squared plus the
 partners counted.
 
-For history item i and partner j of i's kept pairs, the pass adds C'_ij / sqrt(max(d'_i, 1)) to
-j's sum and keeps j's maximum of it, then divides both by sqrt(max(d'_j, 1)) at the candidate:
-the same cosine as :mod:`~basketgnn.scoring.item_pairs`' formula, summed in float64 in another
-order (the tests hold it to the dense formula within float32 rounding). C' and d' are the counts
-with the customer's own pool items left out. The scratch is cleared entry by entry after each
-customer, so the work is the customer's history items times their kept pairs, plus its
-candidates. It releases the GIL (``nogil``).
+Both passes release the GIL (``nogil``).
 
 Shapes in this module: n instances, C candidates, I items, B history baskets, D pool customers,
 T kept pairs per item.
@@ -33,6 +35,11 @@ from basketgnn.jit import jit_options
 _JIT = jit_options(__file__)
 
 
+#: Places in the sums that take the non-candidates' additions, an item's by its index: spread
+#: over several, consecutive additions do not wait on each other.
+SPILL = 16
+
+
 @numba.njit(**_JIT)
 def pair_columns(
     pair_offsets, partners, counts, degree, own_offsets, own_items, codes,
@@ -41,7 +48,8 @@ def pair_columns(
     """Write ``item_pairs_sum`` and ``item_pairs_max`` into out[:, :, column] and [column + 1].
 
     Args:
-        pair_offsets, partners, counts: each item's kept pairs as CSR, [I + 1], [P], [P].
+        pair_offsets, partners, counts: each item's kept pairs as CSR, [I + 1], [P] uint32
+            (unsigned: an index without a negative-index check), [P].
         degree: each item's pool customers, [I].
         own_offsets, own_items: each pool customer's visible items as CSR, [D + 1], [entries].
         codes: each instance's pool customer, -1 for a customer outside the pool, [n].
@@ -52,54 +60,53 @@ def pair_columns(
     """
     n, c = items.shape
     n_items = len(degree)
-    own = np.zeros(n_items, np.bool_)
-    seen = np.zeros(n_items, np.bool_)
-    distinct = np.empty(n_items, np.int64)
-    touched = np.zeros(n_items, np.bool_)
-    hit = np.empty(n_items, np.int64)
-    total = np.zeros(n_items, np.float64)
-    largest = np.zeros(n_items, np.float64)
+    own = np.zeros(n_items, np.int32)  # 1 for the customer's own pool items
+    seen = np.full(n_items, -1, np.int64)  # the last instance whose history held the item
+    # An item's place in total / largest: a candidate's own, else one of the SPILL after them.
+    spill = (c + np.arange(n_items) % SPILL).astype(np.uint32)
+    place = spill.copy()
+    total = np.zeros(c + SPILL, np.float64)
+    largest = np.zeros(c + SPILL, np.float64)
     for r in range(n):
         code = codes[r]
         if code >= 0:
             for e in range(own_offsets[code], own_offsets[code + 1]):
-                own[own_items[e]] = True
-        n_distinct = 0
+                own[own_items[e]] = 1
+        for k in range(c):
+            place[items[r, k]] = np.uint32(k)
+            total[k] = 0.0
+            largest[k] = 0.0
         for e in range(basket_offsets[instance_baskets[r]], basket_offsets[instance_baskets[r + 1]]):
             i = basket_items[e]
-            if not seen[i]:
-                seen[i] = True
-                distinct[n_distinct] = i
-                n_distinct += 1
-        n_hit = 0
-        for t in range(n_distinct):
-            i = distinct[t]
-            weight = 1.0 / math.sqrt(max(degree[i] - (1 if own[i] else 0), 1))
-            for e in range(pair_offsets[i], pair_offsets[i + 1]):
-                j = partners[e]
-                v = (counts[e] - (1 if own[i] and own[j] else 0)) * weight
-                if not touched[j]:
-                    touched[j] = True
-                    hit[n_hit] = j
-                    n_hit += 1
-                total[j] += v
-                if v > largest[j]:
-                    largest[j] = v
+            if seen[i] == r:
+                continue
+            seen[i] = r
+            own_i = own[i]
+            weight = 1.0 / math.sqrt(max(degree[i] - own_i, 1))
+            if own_i:
+                for f in range(pair_offsets[i], pair_offsets[i + 1]):
+                    j = partners[f]
+                    k = place[j]
+                    v = (counts[f] - own[j]) * weight
+                    total[k] += v
+                    largest[k] = max(largest[k], v)
+            else:
+                for f in range(pair_offsets[i], pair_offsets[i + 1]):
+                    k = place[partners[f]]
+                    v = counts[f] * weight
+                    total[k] += v
+                    largest[k] = max(largest[k], v)
         for k in range(c):
             j = items[r, k]
-            scale = 1.0 / math.sqrt(max(degree[j] - (1 if own[j] else 0), 1))
-            out[r, k, column] = math.log1p(total[j] * scale)
-            out[r, k, column + 1] = largest[j] * scale
-        for t in range(n_hit):
-            j = hit[t]
-            touched[j] = False
-            total[j] = 0.0
-            largest[j] = 0.0
-        for t in range(n_distinct):
-            seen[distinct[t]] = False
+            s = place[j]  # a candidate listed twice adds to its last place
+            scale = 1.0 / math.sqrt(max(degree[j] - own[j], 1))
+            out[r, k, column] = math.log1p(total[s] * scale)
+            out[r, k, column + 1] = largest[s] * scale
+        for k in range(c):
+            place[items[r, k]] = spill[items[r, k]]
         if code >= 0:
             for e in range(own_offsets[code], own_offsets[code + 1]):
-                own[own_items[e]] = False
+                own[own_items[e]] = 0
 
 
 @numba.njit(**_JIT)
