@@ -15,10 +15,11 @@ TIFU score never uses its own vector as a neighbour, so the training customers' 
 like the validation customers', while the trained model's ranking of its own training targets
 does not (it has learned them).
 
-Learning (:func:`fit_stage`): the training customers' last :data:`PREFIXES` targets (instance
-(u, h) and its shorter histories (u, h − 1), …; at most :data:`SAMPLE` instances, a seeded
-sample) with the listwise loss, the epoch chosen by the validation customers' criterion (the
-fusion's: each customer's mean of recall, NDCG and PHR at 10 and 20, or at 10 alone). The stage
+Learning (:func:`fit_stage`): the training customers' last p targets (instance (u, h) and its
+shorter histories (u, h − 1), …; at most :data:`SAMPLE` instances, a seeded sample) with the
+listwise loss, for each p of :data:`PREFIX_CHOICES`; the epoch and p are chosen by the
+validation customers' criterion (the fusion's: each customer's mean of recall, NDCG and PHR at
+10 and 20, or at 10 alone). The stage
 is kept only when its criterion beats the shipped ranking's on the validation customers by more
 than one standard error of the paired per-customer difference, the fusion's own rule.
 
@@ -28,8 +29,9 @@ Shapes: -> candidates [n, C] in the stage's order and their scores [n, C].
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -56,8 +58,11 @@ from basketgnn.scoring.topk_kernel import sparse_top_k
 CANDIDATES = 100
 #: Training targets per training customer: its last one and the ones before.
 PREFIXES = 4
+#: The numbers of training targets per customer that learning tries, chosen on validation: a
+#: customer's last few baskets, or more of them for long histories.
+PREFIX_CHOICES = (4, 12)
 #: Training instances at most (a seeded sample of them beyond).
-SAMPLE = 20_000
+SAMPLE = 40_000
 EPOCHS = 30
 #: Epochs without a better validation criterion before learning stops.
 PATIENCE = 5
@@ -220,6 +225,7 @@ def fit_stage(
     epochs: int = EPOCHS,
     sample: int = SAMPLE,
     pairs: int = TOP,
+    prefixes: Sequence[int] = PREFIX_CHOICES,
 ) -> tuple[RerankStage, dict[str, Any]]:
     """Learn the stage and decide on the validation customers.
 
@@ -228,6 +234,9 @@ def fit_stage(
         tifu: TIFU-KNN's parameters (its pool: ``train``'s customers).
         shipped: the shipped ranking of ``validate``, [n_val, >= 20] items best first.
         pairs: item pairs kept per item for the pair columns (over TIFU-KNN's pool); 0: none.
+        prefixes: training targets per training customer to try (:func:`training_instances`);
+            the network of each is learned from the same start, and the one with the best
+            validation criterion is the stage (the first on a tie).
 
     Returns (the stage at its best validation epoch; the choice as a record: ``kept`` when it
     beats the shipped ranking by more than one standard error, and a one-line ``description``).
@@ -235,15 +244,48 @@ def fit_stage(
     t0 = time.perf_counter()
     n_cand = min(CANDIDATES, data.n_items)
     table = ItemPairs.of(data, capped_pool(train, tifu.pool_cap, tifu.pool_seed), pairs) if pairs > 0 else None
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        net = CandidateMLP(len(feature_names(table)), HIDDEN)
-    stage = RerankStage(TifuScorer.build(data, train, tifu), ItemStats.of(data, train), net, n_cand, table)
-    fit_inst = training_instances(train, sample=sample, seed=seed)
+    net = CandidateMLP(len(feature_names(table)), HIDDEN)  # each p's own, from the same start, below
+    template = RerankStage(TifuScorer.build(data, train, tifu), ItemStats.of(data, train), net, n_cand, table)
+    val_items, val_x = _features(template, logits, data, validate)
+    base = customer_criterion(shipped, data, validate, criterion)  # [n_val]
+    tried = {}
+    for p in prefixes:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            stage = dataclasses.replace(template, net=CandidateMLP(len(template.features), HIDDEN))
+        fit_inst = training_instances(train, p, sample=sample, seed=seed)
+        tried[p] = (*_learn(stage, logits, data, fit_inst, validate, val_items, val_x, criterion, epochs, seed), len(fit_inst), stage)
+    chosen = max(tried, key=lambda q: tried[q][0][0])  # the first of the best
+    (best_criterion, epoch, per_customer), history, n_fit, stage = tried[chosen]
+    gain, se = paired_gain(per_customer, base)
+    kept = gain > se
+    record = {
+        "kind": "rerank", "kept": kept, "epoch": epoch, "criterion": criterion,
+        "validation_criterion": round(best_criterion, 6), "shipped_criterion": round(float(base.mean()), 6),
+        "gain": round(gain, 6), "standard_error": round(se, 6), "by_epoch": history,
+        "candidates": n_cand, "item_pairs": pairs, "prefixes": chosen,
+        "prefix_criteria": {str(q): round(t[0][0], 6) for q, t in tried.items()},
+        "training_instances": n_fit, "seconds": round(time.perf_counter() - t0, 1),
+        "description": (
+            f"re-ranking of TIFU-KNN's top {n_cand}{f' with item pairs (top {pairs})' if pairs > 0 else ''}, "
+            f"trained on each customer's last {chosen} baskets: validation criterion {best_criterion:.4f} against "
+            f"the shipped ranking's {base.mean():.4f} ({gain:+.4f}, standard error {se:.4f}): "
+            + ("kept" if kept else "not kept, the shipped ranking stays")
+        ),
+    }  # fmt: skip
+    return stage, record
+
+
+def _learn(
+    stage: RerankStage, logits: Logits, data: BasketData, fit_inst: Instances, validate: Instances,
+    val_items: np.ndarray, val_x: np.ndarray, criterion: str, epochs: int, seed: int,
+) -> tuple[tuple[float, int, np.ndarray], list[float]]:
+    """Train ``stage.net`` on ``fit_inst`` with the listwise loss, epoch by epoch until
+    :data:`PATIENCE` epochs bring no better validation criterion, and leave it at its best
+    epoch. Returns ((that criterion, the epoch, its per-customer values [n_val]), the criterion
+    of every epoch)."""
     fit_items, x = _features(stage, logits, data, fit_inst)
     x, y = torch.from_numpy(x), torch.from_numpy(target_labels(data, fit_inst, fit_items))  # [n, C, F], [n, C]
-    val_items, val_x = _features(stage, logits, data, validate)
-    base = customer_criterion(shipped, data, validate, criterion)  # [n_val]
     stage.net.standardise_with(x)
     useful = np.flatnonzero(y.sum(1).numpy() > 0)
     opt = torch.optim.Adam(stage.net.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
@@ -269,20 +311,7 @@ def fit_stage(
     assert best is not None
     stage.net.load_state_dict(best[3])
     stage.net.eval()
-    gain, se = paired_gain(best[2], base)
-    kept = gain > se
-    record = {
-        "kind": "rerank", "kept": kept, "epoch": best[1], "criterion": criterion,
-        "validation_criterion": round(best[0], 6), "shipped_criterion": round(float(base.mean()), 6),
-        "gain": round(gain, 6), "standard_error": round(se, 6), "by_epoch": history,
-        "candidates": n_cand, "item_pairs": pairs, "training_instances": len(fit_inst), "seconds": round(time.perf_counter() - t0, 1),
-        "description": (
-            f"re-ranking of TIFU-KNN's top {n_cand}{f' with item pairs (top {pairs})' if pairs > 0 else ''}: validation criterion {best[0]:.4f} against the shipped "
-            f"ranking's {base.mean():.4f} ({gain:+.4f}, standard error {se:.4f}): "
-            + ("kept" if kept else "not kept, the shipped ranking stays")
-        ),
-    }  # fmt: skip
-    return stage, record
+    return best[:3], history
 
 
 def _features(stage: RerankStage, logits: Logits, data: BasketData, instances: Instances) -> tuple[np.ndarray, np.ndarray]:

@@ -140,7 +140,11 @@ def test_the_stage_learns_deterministically_and_beats_a_poor_shipped_ranking():
     # The planted favourites are repeats: the stage ranks them well above items 0..19 in order.
     assert record["kept"] and record["gain"] > record["standard_error"] > 0
     assert record["validation_criterion"] == max(record["by_epoch"]) and 1 <= record["epoch"] <= 3
-    assert record["training_instances"] == len(rerank.training_instances(sp["train"]))
+    assert record["training_instances"] == len(rerank.training_instances(sp["train"], record["prefixes"]))
+    # Each number of training targets is tried and the best on validation is the stage.
+    assert set(record["prefix_criteria"]) == {str(p) for p in rerank.PREFIX_CHOICES}
+    assert record["validation_criterion"] == max(record["prefix_criteria"].values())
+    assert record["prefix_criteria"][str(record["prefixes"])] == record["validation_criterion"]
     items, scores = stage.order(data, sp["test"], lambda inst, it: np.zeros(it.shape, np.float32))
     candidates, _ = stage.candidate_items(data, sp["test"])
     assert items.shape == (len(sp["test"]), 40) and (np.diff(scores, axis=1) <= 0).all()
@@ -183,3 +187,19 @@ def test_a_stage_without_item_pairs_reads_the_first_columns_and_loads_as_stored(
     state = {**paired.state(), "features": list(FEATURES) + ["something_else", "item_pairs_max"]}
     with pytest.raises(ValueError, match="learned on the features .*something_else"):
         rerank.RerankStage.from_state(state)
+
+
+def test_one_number_of_training_targets_learns_the_same_network_as_its_choice_among_several():
+    """With ``prefixes=(p,)`` the stage is p's network of a run that also tried others: each
+    starts from the same weights and learns alone."""
+    data = planted_data(n_users=150, n_items=40)
+    sp = make_split(data, "temporal")
+    zeros = lambda inst, it: np.zeros(it.shape, np.float32)  # noqa: E731
+    shipped = np.tile(np.arange(20), (len(sp["validate"]), 1))
+    both, record = rerank.fit_stage(zeros, data, sp["train"], sp["validate"], TifuParams(k=10, m=2), shipped, epochs=2)
+    alone, single = rerank.fit_stage(zeros, data, sp["train"], sp["validate"], TifuParams(k=10, m=2), shipped,
+                                     epochs=2, prefixes=(record["prefixes"],))  # fmt: skip
+    assert single["prefix_criteria"] == {str(record["prefixes"]): record["validation_criterion"]}
+    for name, value in both.net.state_dict().items():
+        torch.testing.assert_close(value, alone.net.state_dict()[name], rtol=0, atol=0)
+    assert f"last {record['prefixes']} baskets" in record["description"]
