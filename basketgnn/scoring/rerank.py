@@ -248,13 +248,17 @@ def fit_stage(
     template = RerankStage(TifuScorer.build(data, train, tifu), ItemStats.of(data, train), net, n_cand, table)
     val_items, val_x = _features(template, logits, data, validate)
     base = customer_criterion(shipped, data, validate, criterion)  # [n_val]
+    # Every p's instances are prepared once: the shorter lists are mostly inside the longer.
+    sets = [training_instances(train, p, sample=sample, seed=seed) for p in prefixes]
+    union, rows = _union(sets)
+    fit_items, x = _features(template, logits, data, union)
+    x, y = torch.from_numpy(x), torch.from_numpy(target_labels(data, union, fit_items))  # [n, C, F], [n, C]
     tried = {}
-    for p in prefixes:
+    for p, fit_inst, mine in zip(prefixes, sets, rows):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             stage = dataclasses.replace(template, net=CandidateMLP(len(template.features), HIDDEN))
-        fit_inst = training_instances(train, p, sample=sample, seed=seed)
-        tried[p] = (*_learn(stage, logits, data, fit_inst, validate, val_items, val_x, criterion, epochs, seed), len(fit_inst), stage)
+        tried[p] = (*_learn(stage, x, y, mine, data, validate, val_items, val_x, criterion, epochs, seed), len(fit_inst), stage)
     chosen = max(tried, key=lambda q: tried[q][0][0])  # the first of the best
     (best_criterion, epoch, per_customer), history, n_fit, stage = tried[chosen]
     gain, se = paired_gain(per_customer, base)
@@ -276,18 +280,27 @@ def fit_stage(
     return stage, record
 
 
+def _union(sets: list[Instances]) -> tuple[Instances, list[np.ndarray]]:
+    """The distinct instances of ``sets`` (each sorted by customer, then h), sorted the same
+    way, and each set's rows in it (ascending, so a set's order is kept).
+    Shapes: -> (Instances of U, [len(set)] int64 per set)."""
+    span = 1 + max((int(s.n_history.max()) for s in sets if len(s)), default=0)
+    keys = [np.asarray(s.users, np.int64) * span + np.asarray(s.n_history, np.int64) for s in sets]
+    distinct = np.unique(np.concatenate(keys))
+    union = Instances(distinct // span, distinct % span)
+    return union, [np.searchsorted(distinct, k) for k in keys]
+
+
 def _learn(
-    stage: RerankStage, logits: Logits, data: BasketData, fit_inst: Instances, validate: Instances,
-    val_items: np.ndarray, val_x: np.ndarray, criterion: str, epochs: int, seed: int,
+    stage: RerankStage, x: torch.Tensor, y: torch.Tensor, rows: np.ndarray, data: BasketData,
+    validate: Instances, val_items: np.ndarray, val_x: np.ndarray, criterion: str, epochs: int, seed: int,
 ) -> tuple[tuple[float, int, np.ndarray], list[float]]:
-    """Train ``stage.net`` on ``fit_inst`` with the listwise loss, epoch by epoch until
-    :data:`PATIENCE` epochs bring no better validation criterion, and leave it at its best
-    epoch. Returns ((that criterion, the epoch, its per-customer values [n_val]), the criterion
-    of every epoch)."""
-    fit_items, x = _features(stage, logits, data, fit_inst)
-    x, y = torch.from_numpy(x), torch.from_numpy(target_labels(data, fit_inst, fit_items))  # [n, C, F], [n, C]
-    stage.net.standardise_with(x)
-    useful = np.flatnonzero(y.sum(1).numpy() > 0)
+    """Train ``stage.net`` on the training instances at ``rows`` of the features x [n, C, F]
+    and labels y [n, C] with the listwise loss, epoch by epoch until :data:`PATIENCE` epochs
+    bring no better validation criterion, and leave it at its best epoch. Returns ((that
+    criterion, the epoch, its per-customer values [n_val]), the criterion of every epoch)."""
+    stage.net.standardise_with(x[torch.from_numpy(rows)])
+    useful = rows[y[torch.from_numpy(rows)].sum(1).numpy() > 0]
     opt = torch.optim.Adam(stage.net.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
     rng = np.random.default_rng(seed)
     best: tuple[float, int, np.ndarray, dict[str, torch.Tensor]] | None = None

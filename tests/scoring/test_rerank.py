@@ -191,15 +191,21 @@ def test_a_stage_without_item_pairs_reads_the_first_columns_and_loads_as_stored(
 
 def test_one_number_of_training_targets_learns_the_same_network_as_its_choice_among_several():
     """With ``prefixes=(p,)`` the stage is p's network of a run that also tried others: each
-    starts from the same weights and learns alone."""
+    starts from the same weights and learns on its own instances, though they are prepared
+    together."""
     data = planted_data(n_users=150, n_items=40)
     sp = make_split(data, "temporal")
     zeros = lambda inst, it: np.zeros(it.shape, np.float32)  # noqa: E731
     shipped = np.tile(np.arange(20), (len(sp["validate"]), 1))
     both, record = rerank.fit_stage(zeros, data, sp["train"], sp["validate"], TifuParams(k=10, m=2), shipped, epochs=2)
-    alone, single = rerank.fit_stage(zeros, data, sp["train"], sp["validate"], TifuParams(k=10, m=2), shipped,
-                                     epochs=2, prefixes=(record["prefixes"],))  # fmt: skip
-    assert single["prefix_criteria"] == {str(record["prefixes"]): record["validation_criterion"]}
+    assert len(rerank.training_instances(sp["train"], 4)) < len(rerank.training_instances(sp["train"], 12))
+    for p in rerank.PREFIX_CHOICES:  # each learns on its own instances, prepared with the others
+        alone, single = rerank.fit_stage(zeros, data, sp["train"], sp["validate"], TifuParams(k=10, m=2), shipped,
+                                         epochs=2, prefixes=(p,))  # fmt: skip
+        assert single["prefix_criteria"] == {str(p): record["prefix_criteria"][str(p)]}
+        assert single["by_epoch"] == record["by_epoch"] or p != record["prefixes"]
+    alone, _ = rerank.fit_stage(zeros, data, sp["train"], sp["validate"], TifuParams(k=10, m=2), shipped,
+                                epochs=2, prefixes=(record["prefixes"],))  # fmt: skip
     for name, value in both.net.state_dict().items():
         torch.testing.assert_close(value, alone.net.state_dict()[name], rtol=0, atol=0)
     assert f"last {record['prefixes']} baskets" in record["description"]
