@@ -76,7 +76,9 @@ class ItemPairs:
         offsets, partners, counts, degree = _top_pairs(bought, top)
         return cls(offsets, partners, counts, degree, ids, own_offsets, item.astype(np.int32))
 
-    def columns(self, data: BasketData, instances: Instances, hist: Histories, items: np.ndarray, out: np.ndarray, column: int) -> None:
+    def columns(
+        self, data: BasketData, instances: Instances, hist: Histories, items: np.ndarray, out: np.ndarray, column: int
+    ) -> None:
         """Write :data:`PAIR_FEATURES` of each instance's candidates into out[..., column] and
         out[..., column + 1]. ``hist``: the instances' histories.
 
@@ -87,8 +89,8 @@ class ItemPairs:
         partners = np.ascontiguousarray(self.partners, np.int32).view(np.uint32)
         pair_columns(
             self.offsets, partners, self.counts, self.degree, self.own_offsets, self.own_items,
-            query_codes(self.ids, data.user_ids[instances.users]), hist.basket_offsets.astype(np.int64),
-            hist.baskets.offsets.astype(np.int64), hist.baskets.values, np.ascontiguousarray(items, dtype=np.int64),
+            query_codes(self.ids, data.user_ids[instances.users]), hist.basket_offsets.astype(np.int64, copy=False),
+            hist.baskets.offsets.astype(np.int64, copy=False), hist.baskets.values, np.ascontiguousarray(items, dtype=np.int64),
             column, out,
         )  # fmt: skip
 

@@ -45,6 +45,7 @@ from basketgnn.scoring.fusion import TifuScorer
 from basketgnn.scoring.fusion_choice import customer_criterion, paired_gain
 from basketgnn.scoring.item_pairs import TOP, ItemPairs
 from basketgnn.scoring.rerank_features import (
+    FEATURES,
     PART_ALPHAS,
     ItemStats,
     candidate_features,
@@ -71,7 +72,7 @@ LR = 3e-3
 WEIGHT_DECAY = 1e-5
 HIDDEN = 64
 #: The features' column holding the trained model's score.
-SCORE_COLUMN = feature_names(None).index("score")
+SCORE_COLUMN = FEATURES.index("score")
 #: Candidate rows the network scores at a time (:meth:`RerankStage.scores`).
 SCORE_ROWS = 4096
 
@@ -244,8 +245,10 @@ def fit_stage(
     t0 = time.perf_counter()
     n_cand = min(CANDIDATES, data.n_items)
     table = ItemPairs.of(data, capped_pool(train, tifu.pool_cap, tifu.pool_seed), pairs) if pairs > 0 else None
-    net = CandidateMLP(len(feature_names(table)), HIDDEN)  # each p's own, from the same start, below
-    template = RerankStage(TifuScorer.build(data, train, tifu), ItemStats.of(data, train), net, n_cand, table)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        start = CandidateMLP(len(feature_names(table)), HIDDEN)  # every p's network starts here
+    template = RerankStage(TifuScorer.build(data, train, tifu), ItemStats.of(data, train), start, n_cand, table)
     val_items, val_x = _features(template, logits, data, validate)
     base = customer_criterion(shipped, data, validate, criterion)  # [n_val]
     # Every p's instances are prepared once: the shorter lists are mostly inside the longer.
@@ -255,9 +258,7 @@ def fit_stage(
     x, y = torch.from_numpy(x), torch.from_numpy(target_labels(data, union, fit_items))  # [n, C, F], [n, C]
     tried = {}
     for p, fit_inst, mine in zip(prefixes, sets, rows):
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            stage = dataclasses.replace(template, net=CandidateMLP(len(template.features), HIDDEN))
+        stage = dataclasses.replace(template, net=copy.deepcopy(start))
         tried[p] = (*_learn(stage, x, y, mine, data, validate, val_items, val_x, criterion, epochs, seed), len(fit_inst), stage)
     chosen = max(tried, key=lambda q: tried[q][0][0])  # the first of the best
     (best_criterion, epoch, per_customer), history, n_fit, stage = tried[chosen]
