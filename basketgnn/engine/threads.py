@@ -23,15 +23,20 @@ small operations, many parallel regions) runs markedly slower.
 Outside such a block, and on a helper thread itself (a part that scores: waiting on the pool it
 occupies could wait for ever), each call gets a pool of its own that ends with the call. A
 forked child never reuses its parent's pools (their threads do not exist there).
+
+:func:`in_parts` runs a list of independent parts on this thread and helpers, each part once,
+taken in turn (:class:`SharedParts`): a ranking's rows in parts, and the re-ranking stage's
+networks learned side by side (:func:`~basketgnn.scoring.rerank.fit_stage`).
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
+from typing import Any
 
 from basketgnn.engine.allocator import keep_freed_memory
 
@@ -135,3 +140,54 @@ def torch_threads(n: int) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+def in_parts(run: Callable[[Any], Any], parts: list[Any], threads: int) -> list[Any]:
+    """``run(part)`` of every part, in part order, the parts taken in turn by this thread and
+    ``threads`` - 1 kept helper threads (:class:`SharedParts`). An error in a part goes up after
+    the helpers end theirs."""
+    if threads <= 1 or len(parts) <= 1:
+        return [run(part) for part in parts]
+    jobs = SharedParts(parts, run)
+    with helper_threads(threads - 1) as pool:
+        helpers = [pool.submit(jobs.drain) for _ in range(threads - 1)]
+        try:
+            jobs.drain()
+        finally:
+            wait(helpers)  # the helpers end their part before the call returns or raises
+        for h in helpers:
+            h.result()
+    return jobs.results()
+
+
+class SharedParts:
+    """Parts of a job that any number of threads take in turn, each part once (``drain``);
+    ``results`` in part order. An error in a part is raised by the thread that ran it, and the
+    other threads stop taking parts (as after ``stop``)."""
+
+    def __init__(self, parts: list[Any], run: Callable[[Any], Any]) -> None:
+        self._parts, self._run = parts, run
+        self._results: list[Any] = [None] * len(parts)
+        self._next = 0
+        self._failed = False
+        self._lock = threading.Lock()
+
+    def drain(self) -> None:
+        while True:
+            with self._lock:
+                i = self._next
+                if self._failed or i >= len(self._parts):
+                    return
+                self._next += 1
+            try:
+                self._results[i] = self._run(self._parts[i])
+            except BaseException:
+                self.stop()
+                raise
+
+    def stop(self) -> None:
+        """No part is started after this (the ones running finish)."""
+        self._failed = True
+
+    def results(self) -> list[Any]:
+        return self._results

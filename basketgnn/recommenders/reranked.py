@@ -15,10 +15,10 @@ import numpy as np
 
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
-from basketgnn.engine.threads import torch_threads
+from basketgnn.engine.threads import in_parts, torch_threads
 from basketgnn.recommenders.base import rank_items
 from basketgnn.recommenders.neural import NeuralRecommender
-from basketgnn.recommenders.shared_scoring import forward_beside, in_parts
+from basketgnn.recommenders.shared_scoring import forward_beside
 from basketgnn.scoring.candidates import SharedScores
 from basketgnn.scoring.fusion_choice import criterion_ks
 from basketgnn.scoring.item_pairs import TOP

@@ -14,7 +14,7 @@ gain from several threads.
 A ranking on several threads runs the forward beside a per-customer search (TIFU-KNN's, for
 the fusion and the re-ranking stage), both in parts that every thread takes from
 (:func:`forward_beside`, :class:`SharedParts`), and then, where each row's ranking depends on
-that row alone, its rows in parts on every thread (:func:`ranked_in_parts`, :func:`in_parts`).
+that row alone, its rows in parts on every thread (:func:`ranked_in_parts`, :func:`~basketgnn.engine.threads.in_parts`).
 
 Shapes: n instances of a :class:`~basketgnn.models.spec.BatchSource`, I catalogue items, M a
 batch's own entries.
@@ -35,7 +35,7 @@ from torch import nn
 from basketgnn.data.dataset import _offsets
 from basketgnn.data.split import Instances
 from basketgnn.engine.batching import SCORE_BATCH, length_batches, source_sizes
-from basketgnn.engine.threads import helper_threads, torch_threads
+from basketgnn.engine.threads import SharedParts, helper_threads, torch_threads
 from basketgnn.engine.trainer import ValidationRank, dense_ranking
 from basketgnn.models.spec import BatchSource
 from basketgnn.scoring.candidates import SharedScores, fused_top_k
@@ -236,54 +236,3 @@ def forward_beside(
             h.result()  # a part's error
     scores = plan.assemble(forward[0].results()) if plan is not None else None
     return scores, jobs.results()
-
-
-def in_parts(run: Callable[[Any], Any], parts: list[Any], threads: int) -> list[Any]:
-    """``run(part)`` of every part, in part order, the parts taken in turn by this thread and
-    ``threads`` - 1 kept helper threads (:class:`SharedParts`). An error in a part goes up after
-    the helpers end theirs."""
-    if threads <= 1 or len(parts) <= 1:
-        return [run(part) for part in parts]
-    jobs = SharedParts(parts, run)
-    with helper_threads(threads - 1) as pool:
-        helpers = [pool.submit(jobs.drain) for _ in range(threads - 1)]
-        try:
-            jobs.drain()
-        finally:
-            wait(helpers)  # the helpers end their part before the call returns or raises
-        for h in helpers:
-            h.result()
-    return jobs.results()
-
-
-class SharedParts:
-    """Parts of a job that any number of threads take in turn, each part once (``drain``);
-    ``results`` in part order. An error in a part is raised by the thread that ran it, and the
-    other threads stop taking parts (as after ``stop``)."""
-
-    def __init__(self, parts: list[Any], run: Callable[[Any], Any]) -> None:
-        self._parts, self._run = parts, run
-        self._results: list[Any] = [None] * len(parts)
-        self._next = 0
-        self._failed = False
-        self._lock = threading.Lock()
-
-    def drain(self) -> None:
-        while True:
-            with self._lock:
-                i = self._next
-                if self._failed or i >= len(self._parts):
-                    return
-                self._next += 1
-            try:
-                self._results[i] = self._run(self._parts[i])
-            except BaseException:
-                self.stop()
-                raise
-
-    def stop(self) -> None:
-        """No part is started after this (the ones running finish)."""
-        self._failed = True
-
-    def results(self) -> list[Any]:
-        return self._results

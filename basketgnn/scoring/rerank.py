@@ -21,7 +21,8 @@ listwise loss, for each p of :data:`PREFIX_CHOICES`; the epoch and p are chosen 
 validation customers' criterion (the fusion's: each customer's mean of recall, NDCG and PHR at
 10 and 20, or at 10 alone). The stage
 is kept only when its criterion beats the shipped ranking's on the validation customers by more
-than one standard error of the paired per-customer difference, the fusion's own rule.
+than one standard error of the paired per-customer difference, the fusion's own rule. The
+instances' candidates and features are prepared in parts that the threads share.
 
 Shapes: -> candidates [n, C] in the stage's order and their scores [n, C].
 """
@@ -40,6 +41,7 @@ import torch
 
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
+from basketgnn.engine.threads import in_parts, torch_thread_count
 from basketgnn.nn.candidate_mlp import CandidateMLP, listwise_loss
 from basketgnn.scoring.fusion import TifuScorer
 from basketgnn.scoring.fusion_choice import customer_criterion, paired_gain
@@ -75,6 +77,8 @@ HIDDEN = 64
 SCORE_COLUMN = FEATURES.index("score")
 #: Candidate rows the network scores at a time (:meth:`RerankStage.scores`).
 SCORE_ROWS = 4096
+#: Instances prepared at a time while learning (:func:`_features`): parts the threads share.
+PREPARE_ROWS = 2048
 
 #: logits(instances, items) -> the trained model's scores of the items. Shapes: items [n, C] -> [n, C].
 Logits = Callable[[Instances, np.ndarray], np.ndarray]
@@ -227,6 +231,7 @@ def fit_stage(
     sample: int = SAMPLE,
     pairs: int = TOP,
     prefixes: Sequence[int] = PREFIX_CHOICES,
+    threads: int | None = None,
 ) -> tuple[RerankStage, dict[str, Any]]:
     """Learn the stage and decide on the validation customers.
 
@@ -238,23 +243,26 @@ def fit_stage(
         prefixes: training targets per training customer to try (:func:`training_instances`);
             the network of each is learned from the same start, and the one with the best
             validation criterion is the stage (the first on a tie).
+        threads: threads sharing the preparation of the instances' features (default: torch's
+            thread count); the stage and the record do not depend on it.
 
     Returns (the stage at its best validation epoch; the choice as a record: ``kept`` when it
     beats the shipped ranking by more than one standard error, and a one-line ``description``).
     """
     t0 = time.perf_counter()
+    threads = torch_thread_count() if threads is None else threads
     n_cand = min(CANDIDATES, data.n_items)
     table = ItemPairs.of(data, capped_pool(train, tifu.pool_cap, tifu.pool_seed), pairs) if pairs > 0 else None
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         start = CandidateMLP(len(feature_names(table)), HIDDEN)  # every p's network starts here
     template = RerankStage(TifuScorer.build(data, train, tifu), ItemStats.of(data, train), start, n_cand, table)
-    val_items, val_x = _features(template, logits, data, validate)
+    val_items, val_x = _features(template, logits, data, validate, threads)
     base = customer_criterion(shipped, data, validate, criterion)  # [n_val]
     # Every p's instances are prepared once: the shorter lists are mostly inside the longer.
     sets = [training_instances(train, p, sample=sample, seed=seed) for p in prefixes]
     union, rows = _union(sets)
-    fit_items, x = _features(template, logits, data, union)
+    fit_items, x = _features(template, logits, data, union, threads)
     x, y = torch.from_numpy(x), torch.from_numpy(target_labels(data, union, fit_items))  # [n, C, F], [n, C]
     tried = {}
     for p, fit_inst, mine in zip(prefixes, sets, rows):
@@ -328,9 +336,21 @@ def _learn(
     return best[:3], history
 
 
-def _features(stage: RerankStage, logits: Logits, data: BasketData, instances: Instances) -> tuple[np.ndarray, np.ndarray]:
-    """The instances' candidates and their features, the model's scores among them.
-    Shapes: -> [n, C], [n, C, F]."""
-    items, features = stage.prepare(data, instances)
+def _features(
+    stage: RerankStage, logits: Logits, data: BasketData, instances: Instances, threads: int = 1
+) -> tuple[np.ndarray, np.ndarray]:
+    """The instances' candidates and their features, the model's scores among them; the
+    preparation (:meth:`RerankStage.prepare`) in parts of :data:`PREPARE_ROWS` instances on
+    ``threads`` threads. Each instance's row depends on its own inputs alone, so the rows are
+    those of one pass. Shapes: -> [n, C], [n, C, F]."""
+    n, c = len(instances), min(stage.candidates, data.n_items)
+    items = np.empty((n, c), np.int64)
+    features = np.empty((n, c, len(stage.features)), np.float32)
+
+    def prepare(start: int) -> None:
+        part = Instances(instances.users[start : start + PREPARE_ROWS], instances.n_history[start : start + PREPARE_ROWS])
+        items[start : start + len(part)], features[start : start + len(part)] = stage.prepare(data, part)
+
+    in_parts(prepare, list(range(0, n, PREPARE_ROWS)), threads)
     features[..., SCORE_COLUMN] = logits(instances, items)
     return items, features

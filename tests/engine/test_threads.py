@@ -15,7 +15,9 @@ import torch
 from basketgnn.data.split import Instances, make_split
 from basketgnn.engine.threads import (
     THREAD_PREFIX,
+    SharedParts,
     helper_threads,
+    in_parts,
     kept_helpers,
     torch_thread_count,
     torch_threads,
@@ -181,3 +183,40 @@ def test_a_dense_forward_after_a_narrowed_call_runs_on_the_jobs_count(monkeypatc
         assert seen == [2, 2, 2] and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_shared_parts_run_each_part_once_and_stop_at_an_error():
+    from concurrent.futures import ThreadPoolExecutor
+
+    ran = []
+    parts = SharedParts(list(range(50)), lambda i: ran.append(i) or i * i)
+    with ThreadPoolExecutor(3) as pool:
+        for f in [pool.submit(parts.drain) for _ in range(3)]:
+            f.result()
+    assert sorted(ran) == list(range(50)) and parts.results() == [i * i for i in range(50)]
+
+    def fail_at_3(i):
+        if i == 3:
+            raise ValueError("part 3")
+        return i
+
+    parts = SharedParts(list(range(50)), fail_at_3)
+    with pytest.raises(ValueError, match="part 3"):
+        parts.drain()
+    parts.drain()  # another thread stops too
+    assert parts.results()[4:] == [None] * 46
+
+
+def test_in_parts_returns_each_parts_result_in_order_and_raises_a_parts_error():
+    got = in_parts(lambda i: i * i, list(range(40)), 2)
+    assert got == [i * i for i in range(40)]
+    assert in_parts(lambda i: i, [], 2) == [] and in_parts(lambda i: i + 1, [4], 2) == [5]
+    assert in_parts(lambda i: -i, [1, 2, 3], 1) == [-1, -2, -3]
+
+    def fail_at_7(i):
+        if i == 7:
+            raise ValueError("part 7")
+        return i
+
+    with pytest.raises(ValueError, match="part 7"):
+        in_parts(fail_at_7, list(range(20)), 2)

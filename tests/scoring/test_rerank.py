@@ -209,3 +209,30 @@ def test_one_number_of_training_targets_learns_the_same_network_as_its_choice_am
     for name, value in both.net.state_dict().items():
         torch.testing.assert_close(value, alone.net.state_dict()[name], rtol=0, atol=0)
     assert f"last {record['prefixes']} baskets" in record["description"]
+
+
+def test_the_features_prepared_in_parts_on_two_threads_learn_the_stage_of_one_pass(monkeypatch):
+    """Learning prepares the instances' features in parts that the threads share: the same
+    stage, record and weights as from one part on one thread."""
+    data = planted_data(n_users=150, n_items=40)
+    sp = make_split(data, "temporal")
+    zeros = lambda inst, it: np.zeros(it.shape, np.float32)  # noqa: E731
+    shipped = np.tile(np.arange(20), (len(sp["validate"]), 1))
+    calls, in_parts = [], rerank.in_parts
+
+    def recording_parts(run, parts, threads):
+        calls.append((len(parts), threads))
+        return in_parts(run, parts, threads)
+
+    def run(threads):
+        return rerank.fit_stage(zeros, data, sp["train"], sp["validate"], TifuParams(k=10, m=2), shipped, epochs=3,
+                                threads=threads)  # fmt: skip
+
+    whole, rec0 = run(1)  # validation and training instances each in one part
+    monkeypatch.setattr(rerank, "in_parts", recording_parts)
+    monkeypatch.setattr(rerank, "PREPARE_ROWS", 16)
+    for stage, record in (run(1), run(2)):
+        assert {k: v for k, v in record.items() if k != "seconds"} == {k: v for k, v in rec0.items() if k != "seconds"}
+        for name, value in stage.net.state_dict().items():
+            torch.testing.assert_close(value, whole.net.state_dict()[name], rtol=0, atol=0)
+    assert len(calls) == 4 and all(n > 1 for n, _ in calls) and [t for _, t in calls] == [1, 1, 2, 2]
