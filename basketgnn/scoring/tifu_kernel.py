@@ -217,6 +217,23 @@ def _fused_scan(own, mean, alpha, clear, top, negated, keys, items, work):  # pr
 
 
 @numba.njit(**_JIT, inline="always")
+def _own_listed(u, own_ptr, own_idx, own, mean, keys, items):  # pragma: no cover - jit
+    """keys = −float32(1 · own + 0 · mean) (float64, exact) and items of u's own items whose
+    value is positive, in item order: at α = 1 every other item's value is 0, so the list's top
+    entries are those of :func:`_fused_scan`'s scan over the catalogue. Returns their number.
+
+    Shapes: own_* CSR (items ascending); own, mean [I] float64; keys, items [≥ u's items]."""
+    n = 0
+    for e in range(own_ptr[u], own_ptr[u + 1]):
+        i = own_idx[e]
+        v = np.float32(1.0 * own[i] + 0.0 * mean[i])
+        keys[n] = -np.float64(v)
+        items[n] = i
+        n += v > 0
+    return n
+
+
+@numba.njit(**_JIT, inline="always")
 def _listed(negated, tau, inclusive, keys, items):  # pragma: no cover - jit
     """keys = float64(negated) and items of the negated values ≤ τ (``inclusive``) or < τ, in
     item order (branch-free). Returns their number."""
@@ -435,10 +452,16 @@ def tifu_kept_scores(
             n_cand = _neighbour_sum(u, neighbours, w, own_ptr, pool_ptr, pool_idx, pool_val, mean, seen, cand)
         if n_cand < 0:
             # Many candidates: each α's values over the whole catalogue, in item order (an item
-            # outside the candidates has own = mean = 0, so value 0, not kept), the last pass
-            # clearing own and mean.
+            # outside the candidates has own = mean = 0, so value 0, not kept; at α = 1 only
+            # u's own items can be positive), the last pass clearing own and mean.
             for a in range(n_alpha):
-                n_pos = _fused_scan(own, mean, alphas[a], a == n_alpha - 1, top, negated, keys, fused_items, sample)
+                if alphas[a] == 1.0:  # u's own vector alone: positive at its own items only
+                    n_pos = _own_listed(u, own_ptr, own_idx, own, mean, keys, fused_items)
+                    if a == n_alpha - 1:
+                        mean[:] = 0.0
+                        own[:] = 0.0
+                else:
+                    n_pos = _fused_scan(own, mean, alphas[a], a == n_alpha - 1, top, negated, keys, fused_items, sample)
                 at = offsets[a, u]
                 kept = top_scaled_row(keys, fused_items, n_pos, top, scratch, out_items[a, at:], out_values[a, at:])
                 offsets[a, u + 1] = at + kept

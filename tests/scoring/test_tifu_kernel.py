@@ -60,11 +60,15 @@ def test_tifu_kernel_equals_the_batch_search_bit_for_bit(n_items, max_basket, k,
     query = Instances(np.r_[np.arange(60, 80), np.arange(0, 60, 7)],
                       np.r_[data.n_baskets_per_user[60:80], data.n_baskets_per_user[0:60:7] - 1])  # fmt: skip
     scorer = TifuScorer.build(data, train, TifuParams(k=k, m=2, r_b=0.9, r_g=0.7, alpha=0.3), top)
-    alphas = (0.3, 0.0, 1.0, 0.8)
-    got, want = scorer.scores(data, query, alphas, exact_sums=True), batch_tifu(scorer, data, query, alphas)
-    for a in alphas:
-        assert_same(got[a], want[a])
-    assert max(len(np.unique(want[0.3].values)), 1) < len(want[0.3].values)  # equal values occur
+    # α = 1 (the own vector alone, listed from the customer's own items) first, inside and last.
+    for alphas in ((0.3, 0.0, 1.0, 0.8), (1.0, 0.3), (0.0, 1.0)):
+        got, want = scorer.scores(data, query, alphas, exact_sums=True), batch_tifu(scorer, data, query, alphas)
+        for a in alphas:
+            assert_same(got[a], want[a])
+        for exact in (True, False):  # the neighbours' own sums, or the common rows' sum
+            assert_same(scorer.scores(data, query, alphas, exact_sums=exact)[1.0], scorer.scores(data, query, (1.0,))[1.0])
+        if 0.3 in alphas:
+            assert max(len(np.unique(want[0.3].values)), 1) < len(want[0.3].values)  # equal values occur
 
 
 @pytest.mark.parametrize("share", [0.0, 0.25, 2.0])  # every held item dense / the default / none
