@@ -6,11 +6,13 @@
 OLD: a folder holding the other version's basketgnn/ (``git worktree add`` or ``git archive``).
 Each round runs, for each code (old first in even rounds, this checkout first in odd ones), a
 fresh worker process with PYTHONPATH set to that code's folder and the working directory
-outside the checkout (so the import is that code's), which learns the stage as ``train`` does
-(:func:`basketgnn.recommenders.reranked.learn` over what RUN's checkpoint ships, stage seed 0)
-and prints the choice record (kept, epoch, training targets, each one's validation criterion,
-the gain) and the seconds. A code whose numba kernels are not cached yet compiles them in its
-first round: leave that round out. One JSON line per (round, code) goes to
+outside the checkout (so the import is that code's; the worker records the path it imported),
+with only PYTHONPATH and PATH in its environment (the same for both codes). The worker learns
+the stage with :func:`basketgnn.recommenders.reranked.learn` over what RUN's checkpoint ships
+(stage seed 0, the default criterion and item pairs) and prints the choice record (kept, epoch,
+training targets, each one's validation criterion, the gain) and the seconds. A code whose
+numba kernels are not cached yet compiles them in its first round: run it once beforehand, or
+leave that round out. One JSON line per (round, code) goes to
 ``benchmarks/results/rerank_learn.jsonl``.
 """
 
@@ -58,7 +60,7 @@ def main() -> None:
             cmd = [sys.executable, "-c", WORKER, args.data, args.split, str(args.run.resolve()), str(PROJECT / "benchmarks")]
             done = subprocess.run(cmd, env={"PYTHONPATH": str(codes[name]), "PATH": "/usr/bin:/bin"}, cwd="/",
                                   capture_output=True, text=True)  # fmt: skip
-            if done.returncode != 0:
+            if done.returncode != 0 or not done.stdout.strip():
                 sys.exit(f"{name} round {r} failed:\n{done.stderr[-3000:]}")
             row = {"label": args.label, "data": args.data, "run": str(args.run), "round": r, "code": name,
                    **json.loads(done.stdout.strip().splitlines()[-1])}  # fmt: skip

@@ -167,7 +167,8 @@ def learn(
     model = getattr(shipped, "base", shipped)
     ranked, _ = rank_items(shipped, data, validate, max(criterion_ks(data.n_items)))
     return fit_stage(
-        model_logits(model, data), data, train, validate, tifu, ranked, seed=seed, criterion=criterion, pairs=pairs
+        model_logits(model, data), data, train, validate, tifu, ranked, seed=seed, criterion=criterion, pairs=pairs,
+        threads=model.threads,
     )
 
 

@@ -343,9 +343,12 @@ def _features(
     preparation (:meth:`RerankStage.prepare`) in parts of :data:`PREPARE_ROWS` instances on
     ``threads`` threads. Each instance's row depends on its own inputs alone, so the rows are
     those of one pass. Shapes: -> [n, C], [n, C, F]."""
-    n, c = len(instances), min(stage.candidates, data.n_items)
+    n, c = len(instances), stage.candidates
     items = np.empty((n, c), np.int64)
     features = np.empty((n, c, len(stage.features)), np.float32)
+    # No instance: the scorer builds the tables it keeps (TIFU-KNN's common rows and dense item
+    # columns) here, once, rather than on every thread's first part.
+    stage.prepare(data, Instances(instances.users[:0], instances.n_history[:0]))
 
     def prepare(start: int) -> None:
         part = Instances(instances.users[start : start + PREPARE_ROWS], instances.n_history[start : start + PREPARE_ROWS])

@@ -236,3 +236,9 @@ def test_the_features_prepared_in_parts_on_two_threads_learn_the_stage_of_one_pa
         for name, value in stage.net.state_dict().items():
             torch.testing.assert_close(value, whole.net.state_dict()[name], rtol=0, atol=0)
     assert len(calls) == 4 and all(n > 1 for n, _ in calls) and [t for _, t in calls] == [1, 1, 2, 2]
+    # The features themselves: parts of 16 on two threads against one part.
+    logits = lambda inst, it: it.astype(np.float32) / 7  # noqa: E731 - a score column that is not constant
+    parted = rerank._features(whole, logits, data, sp["validate"], 2)
+    monkeypatch.setattr(rerank, "PREPARE_ROWS", 10**6)
+    for a, b in zip(parted, rerank._features(whole, logits, data, sp["validate"], 1)):
+        np.testing.assert_array_equal(a, b)
