@@ -43,6 +43,16 @@ class CandidateMLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.layers((x - self.mean) / self.std).squeeze(-1)  # [n, C]
 
+    def score_rows(self, x: torch.Tensor) -> torch.Tensor:
+        """:meth:`forward`'s values of candidate rows x [m, F] -> [m], without autograd: the
+        same operations on the same values, the division and the ReLUs done in place on the
+        block's own temporaries (ranking's hot path: fewer passes over fresh memory)."""
+        h = x - self.mean  # [m, F], a new tensor: x is not written
+        h.div_(self.std)
+        for layer in self.layers:
+            h = h.relu_() if isinstance(layer, nn.ReLU) else layer(h)
+        return h.squeeze(-1)
+
 
 def listwise_loss(scores: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Mean over customers with a target among their candidates of L_u (module docstring).

@@ -19,10 +19,13 @@ Learning (:func:`fit_stage`): the training customers' last p targets (instance (
 shorter histories (u, h − 1), …; at most :data:`SAMPLE` instances, a seeded sample) with the
 listwise loss, for each p of :data:`PREFIX_CHOICES`; the epoch and p are chosen by the
 validation customers' criterion (the fusion's: each customer's mean of recall, NDCG and PHR at
-10 and 20, or at 10 alone). The stage
-is kept only when its criterion beats the shipped ranking's on the validation customers by more
-than one standard error of the paired per-customer difference, the fusion's own rule. The
-instances' candidates and features are prepared in parts that the threads share.
+10 and 20, or at 10 alone). With item pairs, the same network without the two pair columns is
+learned on the chosen p, and the pairs stay only when they beat it by more than one standard
+error of the paired per-customer difference: the pair columns are the stage's costliest to
+compute, and where validation cannot tell them from their absence, ranking goes without them.
+The stage is kept only when its criterion beats the shipped ranking's on the validation
+customers by the same rule, the fusion's own. The instances' candidates and features are
+prepared in parts that the threads share.
 
 Shapes: -> candidates [n, C] in the stage's order and their scores [n, C].
 """
@@ -75,8 +78,9 @@ WEIGHT_DECAY = 1e-5
 HIDDEN = 64
 #: The features' column holding the trained model's score.
 SCORE_COLUMN = FEATURES.index("score")
-#: Candidate rows the network scores at a time (:meth:`RerankStage.scores`).
-SCORE_ROWS = 4096
+#: Candidate rows the network scores at a time (:meth:`RerankStage.scores`): a block's hidden
+#: activations (8192 x 64 float32, 2 MiB) stay in the core's cache.
+SCORE_ROWS = 8192
 #: Instances prepared at a time while learning (:func:`_features`): parts the threads share.
 PREPARE_ROWS = 2048
 
@@ -146,7 +150,7 @@ class RerankStage:
         out = torch.empty(len(flat), dtype=torch.float32)
         with torch.inference_mode():
             for start in range(0, len(flat), SCORE_ROWS):
-                out[start : start + SCORE_ROWS] = self.net(flat[start : start + SCORE_ROWS])
+                out[start : start + SCORE_ROWS] = self.net.score_rows(flat[start : start + SCORE_ROWS])
         return out.numpy().reshape(features.shape[:2])
 
     def state(self) -> dict[str, Any]:
@@ -240,6 +244,8 @@ def fit_stage(
         tifu: TIFU-KNN's parameters (its pool: ``train``'s customers).
         shipped: the shipped ranking of ``validate``, [n_val, >= 20] items best first.
         pairs: item pairs kept per item for the pair columns (over TIFU-KNN's pool); 0: none.
+            The columns stay only where they beat the network without them on validation by
+            more than one standard error (module docstring; the record's ``item_pairs_kept``).
         prefixes: training targets per training customer to try (:func:`training_instances`);
             the network of each is learned from the same start, and the one with the best
             validation criterion is the stage (the first on a tie).
@@ -247,7 +253,8 @@ def fit_stage(
             thread count); the stage and the record do not depend on it.
 
     Returns (the stage at its best validation epoch; the choice as a record: ``kept`` when it
-    beats the shipped ranking by more than one standard error, and a one-line ``description``).
+    beats the shipped ranking by more than one standard error, ``item_pairs_kept`` and, where
+    pairs were tried, the criterion without them, and a one-line ``description``).
     """
     t0 = time.perf_counter()
     threads = torch_thread_count() if threads is None else threads
@@ -270,23 +277,51 @@ def fit_stage(
         tried[p] = (*_learn(stage, x, y, mine, data, validate, val_items, val_x, criterion, epochs, seed), len(fit_inst), stage)
     chosen = max(tried, key=lambda q: tried[q][0][0])  # the first of the best
     (best_criterion, epoch, per_customer), history, n_fit, stage = tried[chosen]
+    pair_record: dict[str, Any] = {"item_pairs_kept": table is not None}
+    if table is not None:  # the same network without the pair columns, on the chosen targets
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            plain = dataclasses.replace(template, net=CandidateMLP(len(FEATURES), HIDDEN), pairs=None)
+        mine = rows[list(prefixes).index(chosen)]
+        (plain_best, plain_epoch, plain_per), plain_history = _learn(
+            plain, x, y, mine, data, validate, val_items, val_x, criterion, epochs, seed, columns=len(FEATURES)
+        )
+        pair_gain, pair_se = paired_gain(per_customer, plain_per)
+        pair_record = {
+            "item_pairs_kept": pair_gain > pair_se, "without_pairs_criterion": round(plain_best, 6),
+            "item_pairs_gain": round(pair_gain, 6), "item_pairs_standard_error": round(pair_se, 6),
+        }  # fmt: skip
+        if not pair_gain > pair_se:
+            best_criterion, epoch, per_customer, history, stage = plain_best, plain_epoch, plain_per, plain_history, plain
     gain, se = paired_gain(per_customer, base)
     kept = gain > se
     record = {
         "kind": "rerank", "kept": kept, "epoch": epoch, "criterion": criterion,
         "validation_criterion": round(best_criterion, 6), "shipped_criterion": round(float(base.mean()), 6),
         "gain": round(gain, 6), "standard_error": round(se, 6), "by_epoch": history,
-        "candidates": n_cand, "item_pairs": pairs, "prefixes": chosen,
+        "candidates": n_cand, "item_pairs": pairs, **pair_record, "prefixes": chosen,
         "prefix_criteria": {str(q): round(t[0][0], 6) for q, t in tried.items()},
         "training_instances": n_fit, "seconds": round(time.perf_counter() - t0, 1),
         "description": (
-            f"re-ranking of TIFU-KNN's top {n_cand}{f' with item pairs (top {pairs})' if pairs > 0 else ''}, "
+            f"re-ranking of TIFU-KNN's top {n_cand}{_pairs_phrase(pairs, pair_record)}, "
             f"trained on each customer's last {chosen} baskets: validation criterion {best_criterion:.4f} against "
             f"the shipped ranking's {base.mean():.4f} ({gain:+.4f}, standard error {se:.4f}): "
             + ("kept" if kept else "not kept, the shipped ranking stays")
         ),
     }  # fmt: skip
     return stage, record
+
+
+def _pairs_phrase(pairs: int, record: dict[str, Any]) -> str:
+    """How the description names the item pairs: kept, tried and left out, or not asked for."""
+    if pairs <= 0:
+        return ""
+    if record["item_pairs_kept"]:
+        return f" with item pairs (top {pairs})"
+    return (
+        f" without item pairs (top {pairs} tried: {record['item_pairs_gain']:+.4f} against the standard "
+        f"error {record['item_pairs_standard_error']:.4f})"
+    )
 
 
 def _union(sets: list[Instances]) -> tuple[Instances, list[np.ndarray]]:
@@ -303,12 +338,16 @@ def _union(sets: list[Instances]) -> tuple[Instances, list[np.ndarray]]:
 def _learn(
     stage: RerankStage, x: torch.Tensor, y: torch.Tensor, rows: np.ndarray, data: BasketData,
     validate: Instances, val_items: np.ndarray, val_x: np.ndarray, criterion: str, epochs: int, seed: int,
+    columns: int | None = None,
 ) -> tuple[tuple[float, int, np.ndarray], list[float]]:
     """Train ``stage.net`` on the training instances at ``rows`` of the features x [n, C, F]
-    and labels y [n, C] with the listwise loss, epoch by epoch until :data:`PATIENCE` epochs
-    bring no better validation criterion, and leave it at its best epoch. Returns ((that
-    criterion, the epoch, its per-customer values [n_val]), the criterion of every epoch)."""
-    stage.net.standardise_with(x[torch.from_numpy(rows)])
+    (their first ``columns``; default: all) and labels y [n, C] with the listwise loss, epoch
+    by epoch until :data:`PATIENCE` epochs bring no better validation criterion, and leave it at
+    its best epoch. Returns ((that criterion, the epoch, its per-customer values [n_val]), the
+    criterion of every epoch)."""
+    columns = x.shape[-1] if columns is None else columns
+    val_x = np.ascontiguousarray(val_x[..., :columns])
+    stage.net.standardise_with(x[torch.from_numpy(rows), :, :columns])
     useful = rows[y[torch.from_numpy(rows)].sum(1).numpy() > 0]
     opt = torch.optim.Adam(stage.net.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
     rng = np.random.default_rng(seed)
@@ -319,7 +358,7 @@ def _learn(
         rng.shuffle(useful)
         for start in range(0, len(useful), BATCH):
             pick = torch.from_numpy(useful[start : start + BATCH])
-            loss = listwise_loss(stage.net(x[pick]), y[pick])
+            loss = listwise_loss(stage.net(x[pick, :, :columns]), y[pick])
             opt.zero_grad()
             loss.backward()
             opt.step()

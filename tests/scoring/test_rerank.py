@@ -81,6 +81,14 @@ def test_the_stage_scores_in_blocks_as_in_one_pass(monkeypatch):
     monkeypatch.setattr(rerank, "SCORE_ROWS", 16)  # 407 rows: 25 full blocks and a part
     np.testing.assert_array_equal(stage.scores(x), want)
     assert stage.scores(x[:0]).shape == (0, 11)
+    flat = torch.from_numpy(x.reshape(-1, 5))
+    with torch.inference_mode():
+        got = net.score_rows(flat)
+    np.testing.assert_array_equal(got.numpy(), want.reshape(-1))  # in place, the same bits
+    np.testing.assert_array_equal(flat.numpy(), x.reshape(-1, 5))  # and the input untouched
+    with torch.inference_mode():
+        hidden = net.layers[0]((flat - net.mean) / net.std)
+    assert (hidden < 0).any() and (hidden > 0).any()  # the first ReLU clips some and keeps some
 
 
 def test_training_instances_are_each_customers_last_targets_sampled_when_many():
@@ -241,4 +249,50 @@ def test_the_features_prepared_in_parts_on_two_threads_learn_the_stage_of_one_pa
     parted = rerank._features(whole, logits, data, sp["validate"], 2)
     monkeypatch.setattr(rerank, "PREPARE_ROWS", 10**6)
     for a, b in zip(parted, rerank._features(whole, logits, data, sp["validate"], 1)):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("pairs_win", [True, False])
+def test_the_item_pairs_stay_only_where_they_beat_the_stage_without_them(monkeypatch, pairs_win):
+    """With pairs asked for, the network without the pair columns is learned on the chosen
+    targets and compared by the one-standard-error rule: left out, the stage is bit for bit the
+    one ``pairs=0`` learns on those targets, and the record says why."""
+    data = planted_data(n_users=150, n_items=40)
+    sp = make_split(data, "temporal")
+    zeros = lambda inst, it: np.zeros(it.shape, np.float32)  # noqa: E731
+    shipped = np.tile(np.arange(20), (len(sp["validate"]), 1))
+    calls, paired_gain = [], rerank.paired_gain
+
+    def decided(better, base):  # the first comparison is the pairs', the second the shipped one's
+        calls.append((better.copy(), base.copy()))
+        gain, se = paired_gain(better, base)
+        if len(calls) == 1:
+            return (abs(gain) + 1.0, se) if pairs_win else (gain, abs(gain) + 1.0)
+        return gain, se
+
+    monkeypatch.setattr(rerank, "paired_gain", decided)
+    stage, record = rerank.fit_stage(zeros, data, sp["train"], sp["validate"], TifuParams(k=10, m=2), shipped, epochs=2)
+    assert len(calls) == 2 and record["item_pairs"] == TOP and record["item_pairs_kept"] is pairs_win
+    with_pairs = record["prefix_criteria"][str(record["prefixes"])]
+    np.testing.assert_allclose(calls[0][0].mean(), with_pairs, atol=1e-6)
+    np.testing.assert_allclose(calls[0][1].mean(), record["without_pairs_criterion"], atol=1e-6)
+    np.testing.assert_array_equal(calls[1][0], calls[0][0] if pairs_win else calls[0][1])  # the stage's own values
+    chosen = with_pairs if pairs_win else record["without_pairs_criterion"]
+    assert record["validation_criterion"] == chosen == max(record["by_epoch"])
+    monkeypatch.setattr(rerank, "paired_gain", paired_gain)
+    plain, plain_record = rerank.fit_stage(zeros, data, sp["train"], sp["validate"], TifuParams(k=10, m=2), shipped,
+                                           epochs=2, pairs=0, prefixes=(record["prefixes"],))  # fmt: skip
+    assert plain_record["item_pairs_kept"] is False and "without_pairs_criterion" not in plain_record
+    assert plain_record["validation_criterion"] == record["without_pairs_criterion"]
+    if pairs_win:
+        assert stage.pairs is not None and stage.features == FEATURES + PAIR_FEATURES
+        assert "with item pairs (top 150)" in record["description"]
+        return
+    assert stage.pairs is None and stage.features == FEATURES and "without item pairs (top 150 tried" in record["description"]
+    assert {k: record[k] for k in ("epoch", "by_epoch", "kept", "gain")} == {k: plain_record[k] for k in ("epoch", "by_epoch", "kept", "gain")}
+    for name, value in stage.net.state_dict().items():
+        torch.testing.assert_close(value, plain.net.state_dict()[name], rtol=0, atol=0)
+    loaded = rerank.RerankStage.from_state(stage.state())
+    assert loaded.pairs is None
+    for a, b in zip(loaded.order(data, sp["test"], zeros), plain.order(data, sp["test"], zeros)):
         np.testing.assert_array_equal(a, b)
