@@ -141,12 +141,14 @@ def test_reasons_of_a_reranked_item_are_the_shipped_rankings_reasons_of_it(train
     got = explain(wrapper, data, sp["test"], items)
     plain = explain(shipped, data, sp["test"], items)
     assert len(got) == len(sp["test"]) and all(len(row) == 5 for row in got)
+    assert stage.pairs is not None, "validation keeps the item pairs on this data (the first half of the test reads them)"
     hist = data.histories(sp["test"].users, sp["test"].n_history)
     strongest = stage.pairs.strongest(data, sp["test"], hist, items, 3)
     named = 0
     for row, plain_row, pairs_row in zip(got, plain, strongest):
         for reasons, plain_reasons, pairs in zip(row, plain_row, pairs_row):
             assert reasons[0]["kind"] == "rerank" and "re-ranking stage" in reasons[0]["text"]
+            assert "what other customers buy with the customer's items" in reasons[0]["text"]
             # Last, the stage's own: the customer's items that the item is most bought with.
             if pairs:
                 named += 1
@@ -159,3 +161,13 @@ def test_reasons_of_a_reranked_item_are_the_shipped_rankings_reasons_of_it(train
             fused = plain_reasons[0]["text"].startswith("score ")
             assert reasons[1]["text"] == ("fused " if fused else "") + plain_reasons[0]["text"]
     assert named > 0
+    # A stage without the item pairs names neither them nor a bought_with reason.
+    plain_stage, record = reranked.learn(shipped, data, sp["train"], sp["validate"], TifuParams(k=10, m=2), pairs=0)
+    assert plain_stage.pairs is None and not record["item_pairs_kept"]
+    without = RerankedRecommender(shipped, plain_stage)
+    items, _ = without.rank(data, sp["test"], 5)
+    for row, plain_row in zip(explain(without, data, sp["test"], items), explain(shipped, data, sp["test"], items)):
+        for reasons, plain_reasons in zip(row, plain_row):
+            assert reasons[0]["kind"] == "rerank" and "what other customers buy" not in reasons[0]["text"]
+            assert "when and how regularly the customer bought the item" in reasons[0]["text"]
+            assert reasons[2:] == plain_reasons[1:] and all(r["kind"] != "bought_with" for r in reasons)
