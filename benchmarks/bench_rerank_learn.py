@@ -10,7 +10,8 @@ outside the checkout (so the import is that code's; the worker records the path 
 with only PYTHONPATH and PATH in its environment (the same for both codes). The worker learns
 the stage with :func:`basketgnn.recommenders.reranked.learn` over what RUN's checkpoint ships
 (stage seed 0, the default criterion and item pairs) and prints the choice record (kept, epoch,
-training targets, each one's validation criterion, the gain) and the seconds. A code whose
+training targets, each one's validation criterion, the gain, whether the item pairs stay) and
+the seconds. A code whose
 numba kernels are not cached yet compiles them in its first round: run it once beforehand, or
 leave that round out. One JSON line per (round, code) goes to
 ``benchmarks/results/rerank_learn.jsonl``.
@@ -39,6 +40,7 @@ data, sp, shipped, tifu = loaded(sys.argv[1], sys.argv[2], Path(sys.argv[3]))
 t0 = time.perf_counter()
 stage, record = reranked.learn(shipped, data, sp["train"], sp["validate"], tifu)
 row = {k: record[k] for k in ("kept", "epoch", "prefixes", "prefix_criteria", "validation_criterion", "gain")}
+row["item_pairs_kept"] = record.get("item_pairs_kept")  # a code without the pairs' choice: None
 row["learn_s"] = round(time.perf_counter() - t0, 2)
 row["code_path"] = str(Path(basketgnn.__file__).parent.parent)
 print(json.dumps(row))

@@ -158,17 +158,18 @@ def model_logits(model: NeuralRecommender, data: BasketData) -> Logits:
 
 def learn(
     shipped: Any, data: BasketData, train: Instances, validate: Instances, tifu: TifuParams, *,
-    seed: int = 0, criterion: str = "mean", pairs: int = TOP,
+    seed: int = 0, criterion: str = "mean", pairs: int = TOP, choose_pairs: bool = True,
 ) -> tuple[RerankStage, dict[str, Any]]:  # fmt: skip
     """The stage learned with ``shipped``'s trained model's scores (TIFU-KNN's candidates and
-    parts from ``tifu``'s parameters and ``train``'s pool, ``pairs`` item pairs kept per item),
-    and its choice record against ``shipped``'s own ranking of the validation customers
-    (``kept``: validation keeps it)."""
+    parts from ``tifu``'s parameters and ``train``'s pool, ``pairs`` item pairs kept per item,
+    left out where validation does not prefer them unless ``choose_pairs`` is False:
+    :func:`~basketgnn.scoring.rerank.fit_stage`), and its choice record against ``shipped``'s
+    own ranking of the validation customers (``kept``: validation keeps it)."""
     model = getattr(shipped, "base", shipped)
     ranked, _ = rank_items(shipped, data, validate, max(criterion_ks(data.n_items)))
     return fit_stage(
         model_logits(model, data), data, train, validate, tifu, ranked, seed=seed, criterion=criterion, pairs=pairs,
-        threads=model.threads,
+        threads=model.threads, choose_pairs=choose_pairs,
     )
 
 

@@ -4,8 +4,8 @@ A customer's ``candidates`` (100) best items by TIFU-KNN (at its tuned α, ties 
 item; rows with fewer kept items are filled with the most bought items) are scored by
 :class:`~basketgnn.nn.candidate_mlp.CandidateMLP` from
 :func:`~basketgnn.scoring.rerank_features.candidate_features` (the model's logit, the TIFU
-rank, TIFU-KNN's parts, the customer's repeat timing, item and customer counts, and how
-strongly the pool buys each candidate with the customer's own items:
+rank, TIFU-KNN's parts, the customer's repeat timing, item and customer counts, and, where
+validation keeps them, how strongly the pool buys each candidate with the customer's own items:
 :class:`~basketgnn.scoring.item_pairs.ItemPairs`) and ranked by that score, ties to TIFU's
 order. A ranking of k <= candidates items reads the candidates alone
 (the wrapper continues a longer one with the shipped ranking).
@@ -23,6 +23,8 @@ validation customers' criterion (the fusion's: each customer's mean of recall, N
 learned on the chosen p, and the pairs stay only when they beat it by more than one standard
 error of the paired per-customer difference: the pair columns are the stage's costliest to
 compute, and where validation cannot tell them from their absence, ranking goes without them.
+(p is chosen with the pairs, so the comparison leans to them: it can keep pairs that a choice
+of p for each side would drop, not the reverse.)
 The stage is kept only when its criterion beats the shipped ranking's on the validation
 customers by the same rule, the fusion's own. The instances' candidates and features are
 prepared in parts that the threads share.
@@ -236,6 +238,7 @@ def fit_stage(
     pairs: int = TOP,
     prefixes: Sequence[int] = PREFIX_CHOICES,
     threads: int | None = None,
+    choose_pairs: bool = True,
 ) -> tuple[RerankStage, dict[str, Any]]:
     """Learn the stage and decide on the validation customers.
 
@@ -245,7 +248,9 @@ def fit_stage(
         shipped: the shipped ranking of ``validate``, [n_val, >= 20] items best first.
         pairs: item pairs kept per item for the pair columns (over TIFU-KNN's pool); 0: none.
             The columns stay only where they beat the network without them on validation by
-            more than one standard error (module docstring; the record's ``item_pairs_kept``).
+            more than one standard error (module docstring; the record's ``item_pairs_kept``);
+            ``choose_pairs=False`` keeps them without that comparison (benchmarks and tests of
+            the pair columns).
         prefixes: training targets per training customer to try (:func:`training_instances`);
             the network of each is learned from the same start, and the one with the best
             validation criterion is the stage (the first on a tie).
@@ -253,8 +258,9 @@ def fit_stage(
             thread count); the stage and the record do not depend on it.
 
     Returns (the stage at its best validation epoch; the choice as a record: ``kept`` when it
-    beats the shipped ranking by more than one standard error, ``item_pairs_kept`` and, where
-    pairs were tried, the criterion without them, and a one-line ``description``).
+    beats the shipped ranking by more than one standard error, ``item_pairs`` (the pairs asked
+    for), ``item_pairs_kept`` and, where the pairs were compared, the criteria with and without
+    them, and a one-line ``description``).
     """
     t0 = time.perf_counter()
     threads = torch_thread_count() if threads is None else threads
@@ -278,7 +284,7 @@ def fit_stage(
     chosen = max(tried, key=lambda q: tried[q][0][0])  # the first of the best
     (best_criterion, epoch, per_customer), history, n_fit, stage = tried[chosen]
     pair_record: dict[str, Any] = {"item_pairs_kept": table is not None}
-    if table is not None:  # the same network without the pair columns, on the chosen targets
+    if table is not None and choose_pairs:  # the same network without the pair columns, on the chosen targets
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             plain = dataclasses.replace(template, net=CandidateMLP(len(FEATURES), HIDDEN), pairs=None)
@@ -288,7 +294,8 @@ def fit_stage(
         )
         pair_gain, pair_se = paired_gain(per_customer, plain_per)
         pair_record = {
-            "item_pairs_kept": pair_gain > pair_se, "without_pairs_criterion": round(plain_best, 6),
+            "item_pairs_kept": pair_gain > pair_se, "with_pairs_criterion": round(best_criterion, 6),
+            "without_pairs_criterion": round(plain_best, 6),
             "item_pairs_gain": round(pair_gain, 6), "item_pairs_standard_error": round(pair_se, 6),
         }  # fmt: skip
         if not pair_gain > pair_se:

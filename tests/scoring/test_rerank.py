@@ -181,7 +181,8 @@ def test_a_stage_without_item_pairs_reads_the_first_columns_and_loads_as_stored(
     zeros = lambda inst, it: np.zeros(it.shape, np.float32)  # noqa: E731
     shipped = np.tile(np.arange(20), (len(sp["validate"]), 1))
     plain, record = rerank.fit_stage(zeros, data, sp["train"], sp["validate"], TifuParams(k=10, m=2), shipped, epochs=2, pairs=0)
-    paired, record2 = fit(data, sp, epochs=2)
+    paired, record2 = rerank.fit_stage(zeros, data, sp["train"], sp["validate"], TifuParams(k=10, m=2), shipped,
+                                       epochs=2, choose_pairs=False)  # fmt: skip
     assert plain.pairs is None and plain.features == FEATURES and record["item_pairs"] == 0
     assert paired.features == FEATURES + PAIR_FEATURES and record2["item_pairs"] == TOP
     assert plain.net.layers[0].in_features == len(FEATURES) and paired.net.layers[0].in_features == len(FEATURES) + 2
@@ -274,6 +275,7 @@ def test_the_item_pairs_stay_only_where_they_beat_the_stage_without_them(monkeyp
     stage, record = rerank.fit_stage(zeros, data, sp["train"], sp["validate"], TifuParams(k=10, m=2), shipped, epochs=2)
     assert len(calls) == 2 and record["item_pairs"] == TOP and record["item_pairs_kept"] is pairs_win
     with_pairs = record["prefix_criteria"][str(record["prefixes"])]
+    assert record["with_pairs_criterion"] == with_pairs
     np.testing.assert_allclose(calls[0][0].mean(), with_pairs, atol=1e-6)
     np.testing.assert_allclose(calls[0][1].mean(), record["without_pairs_criterion"], atol=1e-6)
     np.testing.assert_array_equal(calls[1][0], calls[0][0] if pairs_win else calls[0][1])  # the stage's own values
@@ -284,6 +286,10 @@ def test_the_item_pairs_stay_only_where_they_beat_the_stage_without_them(monkeyp
                                            epochs=2, pairs=0, prefixes=(record["prefixes"],))  # fmt: skip
     assert plain_record["item_pairs_kept"] is False and "without_pairs_criterion" not in plain_record
     assert plain_record["validation_criterion"] == record["without_pairs_criterion"]
+    forced, forced_record = rerank.fit_stage(zeros, data, sp["train"], sp["validate"], TifuParams(k=10, m=2), shipped,
+                                             epochs=2, choose_pairs=False)  # fmt: skip
+    assert len(calls) == 2 and forced.pairs is not None and forced_record["item_pairs_kept"] is True  # no comparison
+    assert forced_record["validation_criterion"] == with_pairs and "without_pairs_criterion" not in forced_record
     if pairs_win:
         assert stage.pairs is not None and stage.features == FEATURES + PAIR_FEATURES
         assert "with item pairs (top 150)" in record["description"]
