@@ -64,32 +64,34 @@ class RerankedRecommender:
         k = min(int(k), data.n_items)
         threads = self.model.threads
         if threads <= 1 or not self.model.has_shared_scores or len(instances) == 0:
-            items, scores = self.stage.order(data, instances, model_logits(self.model, data))
+            items, scores = self.stage.order(data, instances, model_logits(self.model, data), k)
         else:
-            items, scores = self._rank_on_threads(data, instances, threads)
+            items, scores = self._rank_on_threads(data, instances, threads, k)
         if k <= items.shape[1]:
             return items[:, :k], scores[:, :k]
         return beyond_candidates(items, scores, self.shipped.rank(data, instances, k)[0], data.n_items, k)
 
-    def _rank_on_threads(self, data: BasketData, instances: Instances, threads: int) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`RerankStage.order` on ``threads`` threads: the stage's preparation (TIFU-KNN's
+    def _rank_on_threads(
+        self, data: BasketData, instances: Instances, threads: int, k: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`RerankStage.order` (its first ``k``) on ``threads`` threads: the stage's preparation (TIFU-KNN's
         search, the candidates, their features) in parts beside the model's forward
         (:func:`~basketgnn.recommenders.shared_scoring.forward_beside`), then each part's order
         from the model's scores, the parts taken in turn by every thread (one torch thread
         each). Every customer's row is computed from its own inputs alone, so the rows are the
-        one-thread ones. Shapes: -> ([n, C] int64, [n, C] float32)."""
+        one-thread ones. Shapes: -> ([n, min(k, C)] int64, [n, min(k, C)] float32)."""
         self.model.setup(threads=False)
         shared, prepared = forward_beside(self.model, data, instances, threads, lambda part: self.stage.prepare(data, part))
         starts = np.cumsum([0] + [len(items) for items, _ in prepared])
         if shared is None:  # the model's configuration has no shared form: its dense scores
             items = np.concatenate([items for items, _ in prepared])
             features = np.concatenate([features for _, features in prepared])
-            return self.stage.order_prepared(items, features, model_logits(self.model, data)(instances, items))
+            return self.stage.order_prepared(items, features, model_logits(self.model, data)(instances, items), k)
 
         def order(j: int) -> tuple[np.ndarray, np.ndarray]:
             items, features = prepared[j]
             values = shared_values(shared.rows(int(starts[j]), int(starts[j + 1])), items)
-            return self.stage.order_prepared(items, features, values)
+            return self.stage.order_prepared(items, features, values, k)
 
         if len(prepared) == 1:  # one part: on this thread, with torch's threads
             done = [order(0)]

@@ -60,7 +60,7 @@ from basketgnn.scoring.rerank_features import (
 )
 from basketgnn.scoring.sparse import SparseScores
 from basketgnn.scoring.tifu import TifuParams, capped_pool
-from basketgnn.scoring.topk_kernel import sparse_top_k
+from basketgnn.scoring.topk_kernel import sparse_top_k, stable_top_k
 
 #: Candidates per customer that the stage reorders.
 CANDIDATES = 100
@@ -118,11 +118,13 @@ class RerankStage:
         parts = self.tifu_parts(data, instances)
         return top_candidates(parts[0], self.candidates, self.item_stats.log_baskets), parts
 
-    def order(self, data: BasketData, instances: Instances, logits: Logits) -> tuple[np.ndarray, np.ndarray]:
-        """The candidates by the stage's score, best first, ties to TIFU's order.
-        Shapes: -> ([n, C] int64, [n, C] float32)."""
+    def order(
+        self, data: BasketData, instances: Instances, logits: Logits, k: int | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The candidates by the stage's score, best first, ties to TIFU's order (the first
+        ``k`` of them; default: all). Shapes: -> ([n, min(k, C)] int64, [n, min(k, C)] float32)."""
         items, features = self.prepare(data, instances)
-        return self.order_prepared(items, features, logits(instances, items))
+        return self.order_prepared(items, features, logits(instances, items), k)
 
     def prepare(self, data: BasketData, instances: Instances) -> tuple[np.ndarray, np.ndarray]:
         """Everything :meth:`order` reads but the trained model's scores: the candidates
@@ -132,15 +134,22 @@ class RerankStage:
         zeros = np.zeros(items.shape, np.float32)
         return items, candidate_features(data, instances, items, zeros, parts, self.item_stats, self.pairs)
 
-    def order_prepared(self, items: np.ndarray, features: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def order_prepared(
+        self, items: np.ndarray, features: np.ndarray, values: np.ndarray, k: int | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`order` from :meth:`prepare`'s output and the model's scores of the candidates
-        (written into the features' ``score`` column). Shapes: items, values [n, C] -> ([n, C]
-        int64, [n, C] float32)."""
+        (written into the features' ``score`` column). Fewer than C wanted: each row's first k
+        by a selection that keeps the stable sort's order (:func:`stable_top_k`), not a sort of
+        all C. Shapes: items, values [n, C] -> ([n, min(k, C)] int64, [n, min(k, C)] float32)."""
+        width = items.shape[1] if k is None else min(int(k), items.shape[1])
         if len(items) == 0:
-            return items, np.zeros(items.shape, np.float32)
+            return items[:, :width], np.zeros((0, width), np.float32)
         features[..., SCORE_COLUMN] = values
         s = self.scores(features)
-        order = np.argsort(-s, axis=1, kind="stable")  # [n, C]
+        if width < items.shape[1]:
+            order = stable_top_k(s, width)  # [n, k]
+        else:
+            order = np.argsort(-s, axis=1, kind="stable")  # [n, C]
         return np.take_along_axis(items, order, axis=1), np.take_along_axis(s, order, axis=1)
 
     def scores(self, features: np.ndarray) -> np.ndarray:

@@ -2,7 +2,8 @@
 (:func:`candidate_top_k`, :func:`~basketgnn.scoring.candidates.fused_top_k`), each row's top k
 of one point of the fusion's validation grid (:func:`fused_top_k_dense`,
 :mod:`~basketgnn.scoring.fusion_choice`), and each row's top k of a sparse set of scores
-(:func:`sparse_top_k`, the re-ranking stage's candidates).
+(:func:`sparse_top_k`, the re-ranking stage's candidates), and the first k positions of each
+row of dense scores in a stable descending order (:func:`stable_top_k`, the stage's order).
 
 The first two give the items (and values) that ``metrics.top_k`` gives on the dense fused rows,
 ties to the lower item, without building those rows: the best k are kept in a list ranked by
@@ -169,3 +170,31 @@ def sparse_top_k(offsets, items, neg_values, k):  # pragma: no cover - jit
         for c in range(m):
             out[u, c] = items[lo + ranked[c]]
     return out
+
+
+@numba.njit(**_JIT)
+def stable_top_k(scores, k):  # pragma: no cover - jit
+    """Each row's first k positions by score desc, equal scores in position order: the first k
+    columns of ``np.argsort(-scores, axis=1, kind="stable")`` for scores without NaN. The best k
+    are kept in a sorted list as the row is read: a position enters only above a strictly
+    smaller score, so an earlier one stays ahead of an equal later one.
+
+    Shapes: scores [n, C] float32, 1 <= k <= C -> [n, k] int64.
+    """
+    n, c = scores.shape
+    out = np.empty((n, k), np.int64)
+    for r in range(n):
+        best = out[r]
+        size = 0
+        for j in range(c):
+            v = scores[r, j]
+            if size == k and not v > scores[r, best[k - 1]]:
+                continue
+            p = size if size < k else k - 1  # the place j takes, moved up past smaller scores
+            while p > 0 and scores[r, best[p - 1]] < v:
+                best[p] = best[p - 1]
+                p -= 1
+            best[p] = j
+            size = min(size + 1, k)
+    return out
+

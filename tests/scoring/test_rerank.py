@@ -302,3 +302,28 @@ def test_the_item_pairs_stay_only_where_they_beat_the_stage_without_them(monkeyp
     assert loaded.pairs is None
     for a, b in zip(loaded.order(data, sp["test"], zeros), plain.order(data, sp["test"], zeros)):
         np.testing.assert_array_equal(a, b)
+
+
+def test_the_first_k_of_the_stages_order_are_those_of_its_full_stable_sort():
+    """:func:`stable_top_k` against ``np.argsort(-s, kind="stable")`` on rows with many ties, and
+    the stage's order cut to k against its full order."""
+    from basketgnn.scoring.topk_kernel import stable_top_k
+
+    rng = np.random.default_rng(3)
+    s = rng.integers(-3, 4, size=(200, 30)).astype(np.float32)  # few values: ties everywhere
+    s[:, 5] = -0.0
+    s[:, 6] = 0.0  # +0.0 and -0.0 are equal: position order
+    s[:50] = rng.normal(size=(50, 30)).astype(np.float32)
+    full = np.argsort(-s, axis=1, kind="stable")
+    for k in (1, 2, 7, 29, 30):
+        np.testing.assert_array_equal(stable_top_k(s, k), full[:, :k])
+    data = planted_data(n_users=150, n_items=40)
+    sp = make_split(data, "temporal")
+    stage, _ = fit(data, sp, epochs=2)
+    logits = lambda inst, it: (it % 3).astype(np.float32)  # noqa: E731 - a score with ties
+    items, scores = stage.order(data, sp["test"], logits)
+    for k in (1, 5, 39, 40, 41):
+        got = stage.order(data, sp["test"], logits, k)
+        np.testing.assert_array_equal(got[0], items[:, :k])
+        np.testing.assert_array_equal(got[1], scores[:, :k])
+    assert stage.order(data, Instances(sp["test"].users[:0], sp["test"].n_history[:0]), logits, 5)[0].shape == (0, 5)
