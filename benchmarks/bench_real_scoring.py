@@ -69,6 +69,23 @@ def worker(
     return records
 
 
+def run_worker(
+    code: Path, out: Path, checkpoint: Path, data_path: Path | None, k: int, threads: list[int], warmup: int,
+    passes: int, label: str,
+) -> list[dict]:
+    """:func:`worker` in a fresh process with PYTHONPATH set to ``code`` and its working
+    directory outside any checkout (so the import is that code's); its records. A failure exits
+    with the worker's error, named by ``label``."""
+    cmd = [sys.executable, __file__, "--worker", str(out), "--checkpoint", str(checkpoint), "--k", str(k),
+           "--warmup", str(warmup), "--passes", str(passes), "--threads", *map(str, threads)]  # fmt: skip
+    cmd += ["--data", str(data_path)] if data_path else []
+    with tempfile.TemporaryDirectory() as cwd:  # not a project root: PYTHONPATH decides
+        done = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": str(code)}, cwd=cwd, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"{label} ({code}) failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def rows(folder: Path):
     import pyarrow.dataset as ds
 
@@ -120,16 +137,9 @@ def main() -> None:
             outs = {}
             for label, code in in_turn(codes, r):
                 out = Path(tmp) / f"r{r}-{label}"
-                cmd = [sys.executable, __file__, "--worker", str(out), "--checkpoint", str(args.checkpoint),
-                       "--k", str(args.k), "--warmup", str(args.warmup), "--passes", str(args.passes),
-                       "--threads", *map(str, args.threads)]  # fmt: skip
-                cmd += ["--data", str(args.data)] if args.data else []
-                with tempfile.TemporaryDirectory() as cwd:  # not a project root: PYTHONPATH decides
-                    done = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": str(code)}, cwd=cwd,
-                                          capture_output=True, text=True)  # fmt: skip
-                if done.returncode != 0:
-                    sys.exit(f"{label} ({code}) failed:\n{done.stderr}")
-                for record in json.loads(done.stdout.strip().splitlines()[-1]):
+                measured = run_worker(code, out, args.checkpoint, args.data, args.k, args.threads, args.warmup,
+                                      args.passes, label)  # fmt: skip
+                for record in measured:
                     record = {**base, "kind": "throughput", "code": label, "code_path": str(code), "round": r, **record}
                     print(json.dumps(record))
                     if not args.no_record:
