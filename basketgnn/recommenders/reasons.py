@@ -51,20 +51,15 @@ TOP_SOURCES = 3
 CHUNK = 256
 
 Reason = dict[str, Any]
-#: The first reason of every item a re-ranked recommender ranks, by whether its stage reads
-#: the item pairs (validation kept them) or not.
-RERANK_REASONS: dict[bool, Reason] = {
-    True: {
-        "kind": "rerank",
-        "text": "ordered by the re-ranking stage, from the parts below, when and how regularly "
-        "the customer bought the item, and what other customers buy with the customer's items",
-    },
-    False: {
-        "kind": "rerank",
-        "text": "ordered by the re-ranking stage, from the parts below and when and how "
-        "regularly the customer bought the item",
-    },
-}
+
+
+def _rerank_reason(pairs: bool) -> Reason:
+    """The first reason of every item a re-ranked recommender ranks; ``pairs``: its stage reads
+    the item pairs (validation kept them)."""
+    text = "ordered by the re-ranking stage, from the parts below, when and how regularly the customer bought the item"
+    if pairs:
+        text += ", and what other customers buy with the customer's items"
+    return {"kind": "rerank", "text": text}
 
 
 def explain(
@@ -120,7 +115,7 @@ def _explain_chunk(rec: Any, data: BasketData, inst: Instances, items: np.ndarra
                 _repeat_reason(evidence[0][r][j], evidence[1][r][j], evidence[2][r][j], window),
             ]
             if reranked:
-                out.insert(0, dict(RERANK_REASONS[pairs is not None]))
+                out.insert(0, _rerank_reason(pairs is not None))
             if count is not None and count[r] > 0:
                 out.append(_neighbour_reason(share_l[r][j], count[r]))  # type: ignore[index]
             if sources is not None and sources[r][j]:

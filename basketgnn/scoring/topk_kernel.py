@@ -176,25 +176,16 @@ def sparse_top_k(offsets, items, neg_values, k):  # pragma: no cover - jit
 def stable_top_k(scores, k):  # pragma: no cover - jit
     """Each row's first k positions by score desc, equal scores in position order: the first k
     columns of ``np.argsort(-scores, axis=1, kind="stable")`` for scores without NaN. The best k
-    are kept in a sorted list as the row is read: a position enters only above a strictly
-    smaller score, so an earlier one stays ahead of an equal later one.
+    are kept ranked by (score desc, position asc) as the row is read
+    (:func:`~basketgnn.scoring.select_kernel.insert_ranked`).
 
     Shapes: scores [n, C] float32, 1 <= k <= C -> [n, k] int64.
     """
     n, c = scores.shape
     out = np.empty((n, k), np.int64)
+    best_v = np.empty(k, np.float32)
     for r in range(n):
-        best = out[r]
         size = 0
         for j in range(c):
-            v = scores[r, j]
-            if size == k and not v > scores[r, best[k - 1]]:
-                continue
-            p = size if size < k else k - 1  # the place j takes, moved up past smaller scores
-            while p > 0 and scores[r, best[p - 1]] < v:
-                best[p] = best[p - 1]
-                p -= 1
-            best[p] = j
-            size = min(size + 1, k)
+            size = insert_ranked(best_v, out[r], size, k, scores[r, j], j)
     return out
-
