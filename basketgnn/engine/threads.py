@@ -25,8 +25,9 @@ occupies could wait for ever), each call gets a pool of its own that ends with t
 forked child never reuses its parent's pools (their threads do not exist there).
 
 :func:`in_parts` runs a list of independent parts on this thread and helpers, each part once,
-taken in turn (:class:`SharedParts`): a ranking's rows in parts, and the features of the
-instances the re-ranking stage learns from (:func:`~basketgnn.scoring.rerank.fit_stage`).
+taken in turn (:class:`SharedParts`): a ranking's rows in parts, the re-ranking stage's
+ranking part by part (each part searched, scored and ordered on one thread), and the features
+of the instances the stage learns from (:func:`~basketgnn.scoring.rerank.fit_stage`).
 """
 
 from __future__ import annotations

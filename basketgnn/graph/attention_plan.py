@@ -1,15 +1,20 @@
 """The nodes' attention plan for the tensor path: nodes grouped by how often they were bought,
 each group's distinct rows, query columns and log-counts (what
-``GraphBatch.attention`` builds; the compiled kernels read the plan from the batch directly)."""
+``GraphBatch.attention`` builds; the compiled kernels read the plan from the batch directly);
+and some of a batch's nodes as a plan of their own (:class:`NodeSubset`), for scoring that
+reads a few items of each customer."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
 
 import numpy as np
 import torch
 
 from basketgnn.data.dataset import _offsets
+from basketgnn.graph.collate_kernel import node_subset
 
 
 @dataclass(frozen=True)
@@ -88,3 +93,77 @@ def attention_buckets(
             )
         )
     return tuple(buckets)
+
+
+@dataclass(frozen=True)
+class NodeSubset:
+    """Some of a batch's nodes as an attention plan of their own (a ``NodePlan``) over the rows
+    they read, renumbered: scoring reads the attention of these nodes alone, so the rows only
+    other nodes read are neither projected nor attended. A node's output reads its own rows
+    only, so each kept node gets the value the whole batch gives it.
+
+    Shapes (M' kept nodes, R' rows they read, P' their present rows): nodes [M'] (the kept
+    nodes' places in the batch, ascending); rows [R'] (the batch rows read, ascending: row r'
+    here is batch row rows[r']); absent_row, node_count, node_len [M']; node_rows, node_times
+    [P'] (node by node, in time order, as the batch's); max_len: the batch's T.
+    """
+
+    nodes: torch.Tensor
+    rows: torch.Tensor
+    absent_row: torch.Tensor
+    node_count: torch.Tensor
+    node_len: torch.Tensor
+    node_rows: torch.Tensor
+    node_times: torch.Tensor
+    max_len: int
+
+    @classmethod
+    def of(cls, plan: Any, nodes: torch.Tensor) -> NodeSubset:
+        """The nodes ``nodes`` (ascending places) of a batch's plan (a ``GraphBatch``): on the
+        CPU in one compiled pass (:func:`~basketgnn.graph.collate_kernel.node_subset`), else
+        as :meth:`of_tensors` builds it (the same plan)."""
+        if nodes.device.type != "cpu":
+            return cls.of_tensors(plan, nodes)
+
+        def array(x: torch.Tensor) -> np.ndarray:
+            return x.to(torch.int64).numpy()
+
+        rows, absent, present, times = node_subset(
+            array(nodes), array(plan.node_count), array(plan.node_rows), array(plan.node_times),
+            array(plan.absent_row), plan.num_rows,
+        )  # fmt: skip
+        count, node_len = plan.node_count.index_select(0, nodes), plan.node_len.index_select(0, nodes)
+        return cls(nodes, torch.from_numpy(rows), torch.from_numpy(absent), count, node_len, torch.from_numpy(present),
+                   torch.from_numpy(times).to(plan.node_times.dtype), plan.max_len)  # fmt: skip
+
+    @classmethod
+    def of_tensors(cls, plan: Any, nodes: torch.Tensor) -> NodeSubset:
+        """:meth:`of` in tensor operations, on any device."""
+        count = plan.node_count.index_select(0, nodes)  # [M']
+        starts = (torch.cumsum(plan.node_count, 0) - plan.node_count).index_select(0, nodes)  # [M']
+        owner = torch.repeat_interleave(torch.arange(len(nodes), device=nodes.device), count)  # [P']
+        within = torch.arange(len(owner), device=nodes.device) - (torch.cumsum(count, 0) - count).index_select(0, owner)
+        present = starts.index_select(0, owner) + within  # [P'] places in the batch's node_rows
+        node_rows = plan.node_rows.index_select(0, present)
+        absent_row = plan.absent_row.index_select(0, nodes)
+        read = torch.zeros(plan.num_rows, dtype=torch.bool, device=nodes.device)
+        read[absent_row] = True
+        read[node_rows] = True
+        rows = torch.nonzero(read).squeeze(1)  # [R'] ascending
+        renumber = torch.zeros(plan.num_rows, dtype=torch.int64, device=nodes.device)
+        renumber[rows] = torch.arange(len(rows), device=nodes.device)
+        return cls(
+            nodes, rows, renumber.index_select(0, absent_row), count, plan.node_len.index_select(0, nodes),
+            renumber.index_select(0, node_rows), plan.node_times.index_select(0, present), plan.max_len,
+        )  # fmt: skip
+
+    @cached_property
+    def attention(self) -> tuple[AttentionBucket, ...]:
+        """The kept nodes' plan as buckets for the tensor path (``GraphBatch.attention``'s)."""
+        count = self.node_count.cpu().numpy()
+        buckets = attention_buckets(
+            np.repeat(np.arange(len(count), dtype=np.int64), count), self.node_times.cpu().numpy(),
+            self.node_rows.cpu().numpy(), self.absent_row.cpu().numpy(), count, self.max_len,
+        )  # fmt: skip
+        device = self.node_rows.device
+        return buckets if device.type == "cpu" else tuple(b.to(device) for b in buckets)

@@ -4,7 +4,11 @@ the same outputs element for element (the tests compare them with ``np.argsort(k
 and ``np.unique``). A batch's keys are node ids and item ids, bounded by the batch's nodes and
 the catalogue, so a count per key costs less than sorting. :func:`collate_factored` is the
 whole collate of the factored form: one loop per array in place of the NumPy form's dozen
-passes of gathers, repeats and scatters (which stay as its reference).
+passes of gathers, repeats and scatters (which stay as its reference). :func:`node_subset` is
+:class:`~basketgnn.graph.attention_plan.NodeSubset`'s plan of some of a batch's nodes in one
+pass, and :func:`entries_in` which of a batch's (row, item) entries a reading at given items
+needs (``models.spec.wanted_entries``); their tensor forms stay as the references, and run off
+the CPU.
 
 Shapes: n keys.
 """
@@ -222,3 +226,75 @@ def _shifted_pairs(idx, row_base, pair_offsets, pair_row, pair_slot, slot_offset
             at += 1
         slot_base += slot_offsets[u + 1] - slot_offsets[u]
     return out_row, out_slot, slot_base
+
+
+@numba.njit(**_JIT)
+def node_subset(nodes, node_count, node_rows, node_times, absent_row, num_rows):  # pragma: no cover - jit
+    """The plan of the nodes ``nodes`` (ascending places) of a batch: the rows they read
+    (ascending) and their absent and present rows renumbered into those, with the present
+    rows' times, node by node as the batch's.
+
+    Shapes: nodes [M']; node_count, absent_row [M]; node_rows, node_times [P_b] -> (rows [R'],
+    absent [M'], present rows [P'], present times [P']) int64."""
+    offsets = np.zeros(len(node_count) + 1, np.int64)
+    for m in range(len(node_count)):
+        offsets[m + 1] = offsets[m] + node_count[m]
+    n_present = 0
+    for m in nodes:
+        n_present += node_count[m]
+    read = np.zeros(num_rows, np.bool_)
+    for m in nodes:
+        read[absent_row[m]] = True
+        for e in range(offsets[m], offsets[m + 1]):
+            read[node_rows[e]] = True
+    renumber = np.empty(num_rows, np.int64)
+    n_rows = 0
+    for r in range(num_rows):
+        renumber[r] = n_rows
+        n_rows += read[r]
+    rows = np.empty(n_rows, np.int64)
+    for r in range(num_rows):
+        if read[r]:
+            rows[renumber[r]] = r
+    absent = np.empty(len(nodes), np.int64)
+    present = np.empty(n_present, np.int64)
+    times = np.empty(n_present, np.int64)
+    j = 0
+    for k in range(len(nodes)):
+        m = nodes[k]
+        absent[k] = renumber[absent_row[m]]
+        for e in range(offsets[m], offsets[m + 1]):
+            present[j] = renumber[node_rows[e]]
+            times[j] = node_times[e]
+            j += 1
+    return rows, absent, present, times
+
+
+@numba.njit(**_JIT)
+def entries_in(row, item, wanted, n_items):  # pragma: no cover - jit
+    """The places m (ascending) of the entries (row[m], item[m]) with item[m] among
+    wanted[row[m]]: the entries grouped by row (a counting sort), each row's wanted items
+    marked in a catalogue-wide stamp, its entries looked up there.
+
+    Shapes: row, item [M] int64; wanted [B, C] int64 -> [M'] int64."""
+    B, C = wanted.shape
+    M = len(row)
+    start = np.zeros(B + 1, np.int64)
+    for m in range(M):
+        start[row[m] + 1] += 1
+    for b in range(B):
+        start[b + 1] += start[b]
+    fill = start[:-1].copy()
+    by_row = np.empty(M, np.int64)
+    for m in range(M):
+        by_row[fill[row[m]]] = m
+        fill[row[m]] += 1
+    stamp = np.full(n_items, -1, np.int64)
+    keep = np.zeros(M, np.bool_)
+    for b in range(B):
+        for c in range(C):
+            stamp[wanted[b, c]] = b
+        for j in range(start[b], start[b + 1]):
+            m = by_row[j]
+            keep[m] = stamp[item[m]] == b
+    return np.flatnonzero(keep)

@@ -38,11 +38,14 @@ The pieces a model supplies:
   unchanged) is item-indexed, its first ``p`` rows are padding (kept as they are) and row
   ``p + i`` is catalogue item ``i``. A model whose item rows are laid out otherwise supplies
   this hook.
-* ``score_sparse(module, batch) -> SparseForward | None``: optional; the module's scores of a
-  batch as one row shared by every customer plus each customer's own entries (DNNTSP's
-  default configuration: an item outside a customer's history scores the same for everyone).
-  Ranking then reads a few candidates per customer instead of the [B, n_items] matrix, with
-  the same items and values. None for a configuration without that form.
+* ``score_sparse(module, batch, wanted=None) -> SparseForward | None``: optional; the module's
+  scores of a batch as one row shared by every customer plus each customer's own entries
+  (DNNTSP's default configuration: an item outside a customer's history scores the same for
+  everyone). Ranking then reads a few candidates per customer instead of the [B, n_items]
+  matrix, with the same items and values. None for a configuration without that form. With
+  ``wanted`` [B, C] (the items each batch row is read at), the own entries at those items
+  are enough (:func:`wanted_entries`): a model may leave the others out and skip their work
+  (DNNTSP: the attention of the nodes no candidate reads).
 * ``sparse_loss(config) -> loss | None``: optional; for a configuration whose training loss
   can be taken from the scores in shared form, that loss ``(module, batch, SparseForward,
   config) -> scalar``: training then calls the module as ``module(batch, sparse=True)``, which
@@ -72,6 +75,7 @@ from torch import nn
 
 from basketgnn.data.dataset import BasketData
 from basketgnn.data.split import Instances
+from basketgnn.graph.collate_kernel import entries_in
 from basketgnn.models.options import TrainOptions
 
 
@@ -94,6 +98,33 @@ class SparseForward:
     row: torch.Tensor
     item: torch.Tensor
     value: torch.Tensor
+
+
+def wanted_entries(row: torch.Tensor, item: torch.Tensor, wanted: torch.Tensor, n_items: int) -> torch.Tensor:
+    """The places m (ascending) of the entries (row[m], item[m]) whose item is among
+    ``wanted[row[m]]``: the own entries a reading at ``wanted`` needs.
+
+    On the CPU a compiled pass (:func:`~basketgnn.graph.collate_kernel.entries_in`); elsewhere
+    a search in the sorted (row, item) keys of ``wanted``, the same places.
+
+    Shapes: row, item [M] (batch rows, catalogue items); wanted [B, C] item indices -> [M']."""
+    if row.device.type == "cpu":
+        places = entries_in(row.to(torch.int64).numpy(), item.to(torch.int64).numpy(),
+                            wanted.to(torch.int64).contiguous().numpy(), n_items)  # fmt: skip
+        return torch.from_numpy(places)
+    return searched_entries(row, item, wanted, n_items)
+
+
+def searched_entries(row: torch.Tensor, item: torch.Tensor, wanted: torch.Tensor, n_items: int) -> torch.Tensor:
+    """:func:`wanted_entries` in tensor operations, on any device: each entry's key row · I +
+    item searched among the ascending keys of ``wanted``. Shapes: as :func:`wanted_entries`."""
+    B = wanted.shape[0]
+    keys = (torch.arange(B, device=wanted.device)[:, None] * n_items + wanted.sort(dim=1).values).reshape(-1)  # ascending
+    query = row.to(torch.int64) * n_items + item.to(torch.int64)  # [M]
+    if len(keys) == 0:
+        return torch.zeros(0, dtype=torch.int64, device=row.device)
+    at = torch.searchsorted(keys, query).clamp_(max=len(keys) - 1)
+    return torch.nonzero(keys.index_select(0, at) == query).squeeze(1)
 
 
 @dataclass(frozen=True)
@@ -134,7 +165,7 @@ class ModelSpec:
     skip_batch: Callable[[Batch], bool] | None = None
     init: Callable[[nn.Module, BasketData, Instances, Any], None] | None = None
     item_indexed: Callable[[Any], dict[str, int]] | None = None
-    score_sparse: Callable[[nn.Module, Batch], SparseForward | None] | None = None
+    score_sparse: Callable[..., SparseForward | None] | None = None
     sparse_loss: Callable[[Any], Callable[[nn.Module, Batch, SparseForward, Any], torch.Tensor] | None] | None = None
     attention: Callable[[nn.Module, Batch, torch.Tensor, torch.Tensor], TemporalWeights | None] | None = None
     #: Named starting points of the model's config keys (``basketgnn train --preset NAME``).

@@ -186,12 +186,17 @@ class NeuralRecommender:
                 "align the data to the model's catalogue first (BasketData.aligned_to)"
             )
 
-    def shared_scores(self, data: BasketData, instances: Instances, threads: int = 1) -> SharedScores | None:
+    def shared_scores(
+        self, data: BasketData, instances: Instances, threads: int = 1, wanted: np.ndarray | None = None
+    ) -> SharedScores | None:
         """The module's scores as one shared row plus each instance's own entries (the spec's
         ``score_sparse``, batched as :meth:`score` batches, on ``threads`` threads), or None
-        when the model or its configuration has no such form. torch's threads are the
-        caller's (:meth:`setup`)."""
+        when the model or its configuration has no such form; with ``wanted`` [n, C], right
+        at those items of each instance only (:meth:`SharedPlan.reading`). torch's threads are
+        the caller's (:meth:`setup`)."""
         plan = self.shared_plan(data, instances)
+        if plan is not None and wanted is not None:
+            plan = plan.reading(wanted)
         return None if plan is None else run_shared(plan, threads)
 
     def shared_plan(self, data: BasketData, instances: Instances) -> SharedPlan | None:

@@ -18,7 +18,6 @@ from basketgnn.data.split import Instances
 from basketgnn.engine.threads import in_parts, torch_threads
 from basketgnn.recommenders.base import rank_items
 from basketgnn.recommenders.neural import NeuralRecommender
-from basketgnn.recommenders.shared_scoring import forward_beside
 from basketgnn.scoring.candidates import SharedScores
 from basketgnn.scoring.fusion_choice import criterion_ks
 from basketgnn.scoring.item_pairs import TOP
@@ -30,6 +29,13 @@ from basketgnn.scoring.tifu import TifuParams
 SECTION = "rerank"
 #: Customers whose model scores are read at a time (memory: chunk x I for a dense model).
 CHUNK = 1024
+#: Customers a thread ranks at a time on several threads (:meth:`RerankedRecommender._rank_on_threads`):
+#: small enough that the threads end close together.
+PART = 256
+
+
+class _DenseOnly(Exception):
+    """A part found that the model's configuration has no shared form (its other parts stop)."""
 
 
 class RerankedRecommender:
@@ -74,30 +80,33 @@ class RerankedRecommender:
     def _rank_on_threads(
         self, data: BasketData, instances: Instances, threads: int, k: int
     ) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`RerankStage.order` (its first ``k``) on ``threads`` threads: the stage's preparation (TIFU-KNN's
-        search, the candidates, their features) in parts beside the model's forward
-        (:func:`~basketgnn.recommenders.shared_scoring.forward_beside`), then each part's order
-        from the model's scores, the parts taken in turn by every thread (one torch thread
-        each). Every customer's row is computed from its own inputs alone, so the rows are the
-        one-thread ones. Shapes: -> ([n, min(k, C)] int64, [n, min(k, C)] float32)."""
+        """:meth:`RerankStage.order` (its first ``k``) on ``threads`` threads: the instances in
+        parts of at most :data:`PART` that every thread takes in turn (one torch thread each),
+        each part whole on its thread: the stage's preparation (TIFU-KNN's search, the
+        candidates, their features), the model's forward at those candidates alone
+        (``shared_scores`` with ``wanted``: the attention of the history items that are not
+        candidates is skipped), the order. No part waits on another, so the threads stay busy
+        to the last part. Every customer's row is computed from its own inputs alone, so the rows
+        are the one-thread ones. A configuration without the shared form is found on the first
+        parts and ranked by :meth:`RerankStage.order` on this thread.
+        Shapes: -> ([n, min(k, C)] int64, [n, min(k, C)] float32)."""
         self.model.setup(threads=False)
-        shared, prepared = forward_beside(self.model, data, instances, threads, lambda part: self.stage.prepare(data, part))
-        starts = np.cumsum([0] + [len(items) for items, _ in prepared])
-        if shared is None:  # the model's configuration has no shared form: its dense scores
-            items = np.concatenate([items for items, _ in prepared])
-            features = np.concatenate([features for _, features in prepared])
-            return self.stage.order_prepared(items, features, model_logits(self.model, data)(instances, items), k)
+        n_parts = max(threads, -(-len(instances) // PART))
+        parts = [Instances(instances.users[idx], instances.n_history[idx])
+                 for idx in np.array_split(np.arange(len(instances)), n_parts)]  # fmt: skip
 
-        def order(j: int) -> tuple[np.ndarray, np.ndarray]:
-            items, features = prepared[j]
-            values = shared_values(shared.rows(int(starts[j]), int(starts[j + 1])), items)
-            return self.stage.order_prepared(items, features, values, k)
+        def order(part: Instances) -> tuple[np.ndarray, np.ndarray]:
+            items, features = self.stage.prepare(data, part)
+            shared = self.model.shared_scores(data, part, 1, items)
+            if shared is None:
+                raise _DenseOnly
+            return self.stage.order_prepared(items, features, shared_values(shared, items), k)
 
-        if len(prepared) == 1:  # one part: on this thread, with torch's threads
-            done = [order(0)]
-        else:
+        try:
             with torch_threads(1):
-                done = in_parts(order, list(range(len(prepared))), threads)
+                done = in_parts(order, parts, threads)
+        except _DenseOnly:
+            return self.stage.order(data, instances, model_logits(self.model, data), k)
         return np.concatenate([d[0] for d in done]), np.concatenate([d[1] for d in done])
 
     def params(self) -> dict[str, Any]:
@@ -148,7 +157,7 @@ def model_logits(model: NeuralRecommender, data: BasketData) -> Logits:
         for start in range(0, len(instances), CHUNK):
             sl = slice(start, start + CHUNK)
             part = Instances(instances.users[sl], instances.n_history[sl])
-            shared = model.shared_scores(data, part, model.threads) if model.has_shared_scores else None
+            shared = model.shared_scores(data, part, model.threads, items[sl]) if model.has_shared_scores else None
             if shared is None:
                 out[sl] = np.take_along_axis(model.score(data, part), items[sl], axis=1)
             else:

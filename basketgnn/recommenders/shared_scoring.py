@@ -12,9 +12,11 @@ to the engine) where the model's configuration has that form and validation is l
 gain from several threads.
 
 A ranking on several threads runs the forward beside a per-customer search (TIFU-KNN's, for
-the fusion and the re-ranking stage), both in parts that every thread takes from
-(:func:`forward_beside`, :class:`SharedParts`), and then, where each row's ranking depends on
-that row alone, its rows in parts on every thread (:func:`ranked_in_parts`, :func:`~basketgnn.engine.threads.in_parts`).
+the fusion), both in parts that every thread takes from (:func:`forward_beside`,
+:class:`SharedParts`), and then, where each row's ranking depends on that row alone, its rows
+in parts on every thread (:func:`ranked_in_parts`, :func:`~basketgnn.engine.threads.in_parts`).
+A reading of a few items per customer (the re-ranking stage's candidates) may ask the forward
+for the own entries at those items alone (:meth:`SharedPlan.reading`).
 
 Shapes: n instances of a :class:`~basketgnn.models.spec.BatchSource`, I catalogue items, M a
 batch's own entries.
@@ -65,8 +67,15 @@ class SharedPlan:
     thread) and how their results make the instances' SharedScores (:meth:`assemble`, the
     results in batch order)."""
 
-    def __init__(self, batches: list[np.ndarray], forward: Callable[[np.ndarray], BatchResult], n: int) -> None:
+    def __init__(self, batches: list[np.ndarray], forward: Callable[..., BatchResult], n: int) -> None:
         self.batches, self.forward, self.n = batches, forward, n
+
+    def reading(self, wanted: np.ndarray) -> SharedPlan:
+        """The same batches with the own entries needed only at ``wanted`` (each instance's
+        items a reading takes: the spec's ``score_sparse`` with ``wanted``), so the forward may
+        skip the others' work; the scores at those items are this plan's.
+        Shapes: wanted [n, C] item indices."""
+        return SharedPlan(self.batches, lambda idx: self.forward(idx, wanted[idx]), self.n)
 
     def assemble(self, done: list[BatchResult]) -> SharedScores | None:
         """The SharedScores of the ``forward`` results in batch order (None when the
@@ -98,9 +107,13 @@ def shared_plan(
     scores do not depend on the order)."""
     module.eval()
 
-    def forward(idx: np.ndarray) -> BatchResult:
+    def forward(idx: np.ndarray, wanted: np.ndarray | None = None) -> BatchResult:
         with torch.inference_mode():  # per thread
-            out = score_sparse(module, source.collate(idx, with_targets=False).to(device))
+            batch = source.collate(idx, with_targets=False).to(device)
+            if wanted is None:
+                out = score_sparse(module, batch)
+            else:
+                out = score_sparse(module, batch, torch.as_tensor(wanted, dtype=torch.int64, device=device))
             if out is None:
                 return None
             base, value = out.base.float().cpu().numpy(), out.value.float().cpu().numpy()  # [I], [M]

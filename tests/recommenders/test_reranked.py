@@ -12,7 +12,7 @@ from basketgnn.data.split import Instances, make_split
 from basketgnn.engine.checkpoint import load_checkpoint, set_section
 from basketgnn.errors import UserError
 from basketgnn.models.dnntsp import DNNTSP, SPEC, DNNTSPConfig
-from basketgnn.recommenders import reranked, shared_scoring
+from basketgnn.recommenders import reranked
 from basketgnn.recommenders.neural import NeuralRecommender
 from basketgnn.recommenders.reranked import RerankedRecommender
 from basketgnn.scoring import rerank
@@ -46,6 +46,11 @@ def test_model_logits_are_the_models_scores_of_the_items(user_context, monkeypat
     got = reranked.model_logits(rec, data)(inst, items)
     want = np.take_along_axis(rec.score(data, inst), items, axis=1)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    if not user_context:  # read at the items alone: the whole shared form's values there, bit for bit
+        whole = rec.shared_scores(data, inst)
+        at_items = rec.shared_scores(data, inst, wanted=items)
+        np.testing.assert_array_equal(got, reranked.shared_values(whole, items))
+        assert 0 < len(at_items.items) < len(whole.items)
 
 
 def test_the_wrapper_ranks_by_the_stage_and_refuses_more_than_its_candidates(monkeypatch):
@@ -59,14 +64,17 @@ def test_the_wrapper_ranks_by_the_stage_and_refuses_more_than_its_candidates(mon
     np.testing.assert_array_equal(items, want[0][:, :10])
     np.testing.assert_array_equal(scores, want[1][:, :10])
     assert wrapper.item_ids is rec.item_ids and wrapper.params()["rerank_candidates"] == 40
-    # On two threads the preparation runs in parts beside the forward and the parts' orders
-    # are shared by the threads: the same rows, in one part or in many.
+    # On two threads the parts are shared by the threads: the same rows, in one part or in many.
     rec.with_threads(2)
     for part in (256, 7):
-        monkeypatch.setattr(shared_scoring, "SEARCH_PART", part)
+        monkeypatch.setattr(reranked, "PART", part)
         for a, b in zip(wrapper.rank(data, sp["test"], 10), (items, scores)):
             np.testing.assert_array_equal(a, b)
     rec.with_threads(1)
+    # The scores read in full, not at the candidates alone: the same rows.
+    whole = stage.order(data, sp["test"], lambda inst, it: reranked.shared_values(rec.shared_scores(data, inst), it))
+    np.testing.assert_array_equal(whole[0][:, :10], items)
+    np.testing.assert_array_equal(whole[1][:, :10], scores)
     # Beyond its candidates: the shipped ranking's next items that are not candidates.
     few = RerankedRecommender(rec, rerank.RerankStage(stage.scorer, stage.item_stats, stage.net, 5, stage.pairs))
     items, scores = few.rank(data, sp["test"], 12)
@@ -171,3 +179,46 @@ def test_reasons_of_a_reranked_item_are_the_shipped_rankings_reasons_of_it(train
             assert reasons[0]["kind"] == "rerank" and "what other customers buy" not in reasons[0]["text"]
             assert "when and how regularly the customer bought the item" in reasons[0]["text"]
             assert reasons[2:] == plain_reasons[1:] and all(r["kind"] != "bought_with" for r in reasons)
+
+
+@pytest.mark.parametrize("user_context", [False, True])  # the shared form, and dense scores
+def test_on_two_threads_each_part_is_searched_then_scored_at_its_candidates(user_context, monkeypatch):
+    """Each part runs whole on its thread: the search, then the forward of its own customers at
+    their candidates alone; a configuration without the shared form is ranked on one path. The
+    rows are the one-thread ones either way, and a part's error goes up."""
+    data = planted_data(n_users=120, n_items=40)
+    sp = make_split(data, "temporal")
+    rec = model(data, user_context)
+    stage, _ = reranked.learn(rec, data, sp["train"], sp["validate"], TifuParams(k=10, m=2))
+    stage = rerank.RerankStage(stage.scorer, stage.item_stats, stage.net, 8, stage.pairs)
+    want = RerankedRecommender(rec, stage).rank(data, sp["test"], 5)
+    monkeypatch.setattr(reranked, "PART", 9)
+    rec.with_threads(2)
+    log: list[tuple] = []
+    prepare, plan_of = stage.prepare, rec.shared_plan
+    monkeypatch.setattr(stage, "prepare", lambda d, inst: log.append(("search", len(inst))) or prepare(d, inst))
+
+    def plan_logged(d, inst):
+        plan = plan_of(d, inst)
+        forward = plan.forward
+        plan.forward = lambda idx, wanted=None: log.append(("forward", len(inst), wanted)) or forward(idx, wanted)
+        return plan
+
+    monkeypatch.setattr(rec, "shared_plan", plan_logged)
+    got = RerankedRecommender(rec, stage).rank(data, sp["test"], 5)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+    searched = [entry[1] for entry in log if entry[0] == "search"]
+    if user_context:  # the parts stop at the first forward; then one search of everyone
+        assert searched[-1] == len(sp["test"]) and all(n <= 9 for n in searched[:-1])
+    else:
+        assert sum(searched) == len(sp["test"]) and len(searched) == -(-len(sp["test"]) // 9)
+        forwards = [entry for entry in log if entry[0] == "forward"]
+        assert forwards and all(w.shape[1] == 8 and len(w) <= n <= 9 for _, n, w in forwards)
+
+    def fail(d, inst):
+        raise RuntimeError("search failed")
+
+    monkeypatch.setattr(stage, "prepare", fail)
+    with pytest.raises(RuntimeError, match="search failed"):
+        RerankedRecommender(rec, stage).rank(data, sp["test"], 5)

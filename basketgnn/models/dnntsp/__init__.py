@@ -15,7 +15,7 @@ from basketgnn.errors import UserError
 from basketgnn.graph.cooccurrence import GraphBatch, UserGraphs, build_user_graphs
 from basketgnn.models.dnntsp.explain import attention_by_basket
 from basketgnn.models.dnntsp.model import DNNTSP, DNNTSPConfig
-from basketgnn.models.spec import ModelSpec, SparseForward
+from basketgnn.models.spec import ModelSpec, SparseForward, wanted_entries
 from basketgnn.nn.losses import soft_margin_loss_shared
 
 __all__ = ["DNNTSP", "DNNTSPConfig", "SPEC"]
@@ -56,10 +56,11 @@ def _init(module: DNNTSP, data: BasketData, train: Instances, config: Any) -> No
         module.init_base_rate(len(data.targets(train.users, train.n_history).values), len(train))
 
 
-def _score_sparse(module: DNNTSP, batch: GraphBatch) -> SparseForward | None:
+def _score_sparse(module: DNNTSP, batch: GraphBatch, wanted: torch.Tensor | None = None) -> SparseForward | None:
     if not module.scorer.shared_outside_history:
         return None
-    out = module(batch, sparse=True)
+    nodes = None if wanted is None else wanted_entries(batch.node_user, batch.node_item, wanted, module.num_items)
+    out = module(batch, sparse=True, nodes=nodes)
     assert isinstance(out, SparseForward)
     return out
 

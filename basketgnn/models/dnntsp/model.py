@@ -24,6 +24,7 @@ from pydantic import (
 )
 from torch import nn
 
+from basketgnn.graph.attention_plan import NodeSubset
 from basketgnn.graph.cooccurrence import GraphBatch
 from basketgnn.models.options import TrainOptions
 from basketgnn.models.spec import SparseForward
@@ -269,15 +270,20 @@ class DNNTSP(nn.Module):
         value and is masked out later. Shapes: rows [R, d] -> [M, T_max, d]."""
         return rows.index_select(0, batch.seq_row.reshape(-1)).view(*batch.seq_row.shape, -1)
 
-    def forward(self, batch: GraphBatch, sparse: bool = False) -> torch.Tensor | SparseForward:
+    def forward(
+        self, batch: GraphBatch, sparse: bool = False, nodes: torch.Tensor | None = None
+    ) -> torch.Tensor | SparseForward:
         """Scores of every item for every user of the batch, [B, I]; with ``sparse``, the same
         scores in shared form (:meth:`forward_sparse`; the scorer must give items outside a
-        history one score for everyone)."""
+        history one score for everyone), with the own entries of ``nodes`` alone where given."""
         if sparse:
-            out = self.forward_sparse(batch)
+            out = self.forward_sparse(batch, nodes)
             if out is None:
                 raise ValueError("sparse scores need a scorer without user_context and explore_attention")
-            return SparseForward(out[0], batch.node_user, batch.node_item, out[1])
+            user, item = batch.node_user, batch.node_item
+            if nodes is not None:
+                user, item = user.index_select(0, nodes), item.index_select(0, nodes)
+            return SparseForward(out[0], user, item, out[1])
         if self.scorer.shared_outside_history:  # the scorer reads z only as w_o . z
             E = self.item_vectors()  # [I, d]
             return self.scorer(
@@ -302,28 +308,40 @@ class DNNTSP(nn.Module):
             seq = self.expand_sequences(batch, rows)  # [M, T, d]
         return self.aggregate(seq, batch.node_len)  # [M, d]
 
-    def forward_sparse(self, batch: GraphBatch) -> tuple[torch.Tensor, torch.Tensor] | None:
+    def forward_sparse(
+        self, batch: GraphBatch, nodes: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor] | None:
         """:meth:`forward` as a shared score per item plus each user-node's own score, when
         the scorer gives items outside a history the same score for every user (the default
         configuration); None otherwise. forward(batch)[node_user[m], node_item[m]] equals
-        node[m] and every other entry of column i equals base[i], bit for bit.
+        node[m] and every other entry of column i equals base[i], bit for bit. With ``nodes``
+        (ascending places), the own scores of those nodes alone, node[j] the one of node
+        nodes[j] (the rows only other nodes read are not attended: :meth:`node_outputs`).
 
-        Shapes: -> (base [I], node [M]).
+        Shapes: nodes [M'] -> (base [I], node [M] or [M']).
         """
         if not self.scorer.shared_outside_history:
             return None
         E = self.item_vectors()  # [I, d]
-        z_out = self.node_outputs(batch)  # [M]
-        return self.scorer.node_scores(E, z_out, batch.node_item, self._node_features(batch, E.dtype))
+        z_out = self.node_outputs(batch, nodes)  # [M] or [M']
+        item = batch.node_item if nodes is None else batch.node_item.index_select(0, nodes)
+        return self.scorer.node_scores(E, z_out, item, self._node_features(batch, E.dtype, nodes))
 
-    def node_outputs(self, batch: GraphBatch) -> torch.Tensor:
+    def node_outputs(self, batch: GraphBatch, nodes: torch.Tensor | None = None) -> torch.Tensor:
         """Each user-node's w_o . z (:meth:`node_vectors` on the scorer's weight), all the
         shared form reads of z; with the learned or last readout the attention computes it
-        without z (``forward_nodes_dot``). Shapes: -> [M]."""
+        without z (``forward_nodes_dot``), and with ``nodes`` (ascending places) for those
+        nodes alone, over the rows they read (:class:`~basketgnn.graph.attention_plan.NodeSubset`):
+        each node's output reads its own rows only. Shapes: nodes [M'] -> [M] or [M']."""
         w_o = self.scorer.output_weight
         if len(batch.node_item) and self.attention is not None and self.aggregate.mode in ("learned", "last"):
-            return self.attention.forward_nodes_dot(self.row_features(batch), batch, self.aggregate.w_agg, w_o)
-        return self.scorer.project(self.node_vectors(batch))
+            rows = self.row_features(batch)  # [R, d]
+            if nodes is None:
+                return self.attention.forward_nodes_dot(rows, batch, self.aggregate.w_agg, w_o)
+            plan = NodeSubset.of(batch, nodes)
+            return self.attention.forward_nodes_dot(rows.index_select(0, plan.rows), plan, self.aggregate.w_agg, w_o)
+        out = self.scorer.project(self.node_vectors(batch))  # [M]
+        return out if nodes is None else out.index_select(0, nodes)
 
     def score_nodes(self, batch: GraphBatch, z: torch.Tensor) -> torch.Tensor:
         """Gated scoring of all items from the user-nodes' vectors. Shapes: z [M, d] -> [B, I]."""
@@ -332,12 +350,22 @@ class DNNTSP(nn.Module):
             self._node_features(batch, z.dtype),
         )
 
-    def _node_features(self, batch: GraphBatch, dtype: torch.dtype) -> torch.Tensor | None:
+    def _node_features(
+        self, batch: GraphBatch, dtype: torch.dtype, nodes: torch.Tensor | None = None
+    ) -> torch.Tensor | None:
+        """The scorer's repeat features of each node (of ``nodes`` alone where given: the same
+        values, computed node by node). Shapes: -> [M or M', 4 + K]."""
         if self.scorer.repeat is None:
             return None
-        phi = repeat_features(batch.node_count, batch.node_last, batch.node_len, dtype)  # [M, 4]
+
+        def pick(x: torch.Tensor) -> torch.Tensor:
+            return x if nodes is None else x.index_select(0, nodes)
+
+        node_len = pick(batch.node_len)
+        phi = repeat_features(pick(batch.node_count), pick(batch.node_last), node_len, dtype)  # [M, 4]
         steps = self.scorer.membership_steps
         if steps:
-            seq_present = batch.row_present.index_select(0, batch.seq_row.reshape(-1)).view(batch.seq_row.shape)
-            phi = torch.cat([phi, membership_features(seq_present, batch.node_len, steps, dtype)], dim=1)
+            seq_row = pick(batch.seq_row)  # [M, T]
+            seq_present = batch.row_present.index_select(0, seq_row.reshape(-1)).view(seq_row.shape)
+            phi = torch.cat([phi, membership_features(seq_present, node_len, steps, dtype)], dim=1)
         return phi  # [M, 4 + K]

@@ -1,0 +1,89 @@
+"""DNNTSP's scores in shared form read at a few items per customer (``score_sparse`` with
+``wanted``): the entries it keeps (:func:`wanted_entries`, compiled and in tensor operations,
+against a set lookup), the plan of the kept nodes (:class:`NodeSubset`, compiled and in tensor
+operations, against the batch's own plan), and the kept nodes' scores against the whole batch's."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from basketgnn.graph.attention_plan import NodeSubset
+from basketgnn.models.dnntsp import SPEC
+from basketgnn.models.spec import searched_entries, wanted_entries
+from tests.models.test_dnntsp_shared_absent import _pair
+
+
+def _batch(options: dict, dtype: torch.dtype):
+    """A module in eval mode and a batch laid out as scoring lays it out (shared absent rows)."""
+    module, _, shared = _pair(options, dtype)
+    module.eval()
+    return module, shared, module.num_items
+
+
+def _wanted(n_rows: int, n_items: int, c: int, seed: int = 1) -> torch.Tensor:
+    rng = np.random.default_rng(seed)
+    return torch.from_numpy(np.stack([rng.permutation(n_items)[:c] for _ in range(n_rows)]))
+
+
+@pytest.mark.parametrize("c", [0, 1, 7, 40])
+def test_wanted_entries_are_the_entries_whose_item_the_row_wants(c):
+    rng = np.random.default_rng(c)
+    row = torch.from_numpy(rng.integers(0, 9, 300))  # rows in no order, items repeated
+    item = torch.from_numpy(rng.integers(0, 40, 300))
+    wanted = _wanted(9, 40, c)
+    want = [m for m in range(300) if int(item[m]) in set(wanted[int(row[m])].tolist())]
+    assert wanted_entries(row, item, wanted, 40).tolist() == want
+    assert searched_entries(row, item, wanted, 40).tolist() == want
+    assert (0 < len(want) < 300) == (0 < c < 40)
+
+
+@pytest.mark.parametrize("keep_every", [1, 2, 5])
+def test_node_subset_is_the_batchs_plan_of_those_nodes(keep_every):
+    _, batch, _ = _batch({}, torch.float32)
+    nodes = torch.arange(0, len(batch.node_item), keep_every)
+    plan = NodeSubset.of(batch, nodes)
+    reference = NodeSubset.of_tensors(batch, nodes)
+    for f in dataclasses.fields(NodeSubset):
+        a, b = getattr(plan, f.name), getattr(reference, f.name)
+        assert (a == b) if f.name == "max_len" else torch.equal(a, b), f.name
+    # The same rows as the batch's, renumbered into the rows read.
+    offsets = np.concatenate([[0], np.cumsum(batch.node_count.numpy())])
+    sub_offsets = np.concatenate([[0], np.cumsum(plan.node_count.numpy())])
+    for k, m in enumerate(nodes.tolist()):
+        assert plan.rows[plan.absent_row[k]] == batch.absent_row[m]
+        ours = plan.rows[plan.node_rows[sub_offsets[k] : sub_offsets[k + 1]]]
+        assert torch.equal(ours, batch.node_rows[offsets[m] : offsets[m + 1]])
+        assert torch.equal(plan.node_times[sub_offsets[k] : sub_offsets[k + 1]], batch.node_times[offsets[m] : offsets[m + 1]])
+    read = torch.cat([batch.absent_row[nodes], batch.node_rows[torch.cat([torch.arange(offsets[m], offsets[m + 1]) for m in nodes.tolist()])]])
+    assert torch.equal(plan.rows, torch.unique(read))
+    assert (len(plan.rows) < batch.num_rows) == (keep_every > 1)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"head_merge": "mean", "heads": 2}, {"aggregation": "last"}, {"membership_steps": 2}, {"attention": False}],
+    ids=["default", "mean-heads", "last", "membership", "no-attention"],
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_scores_read_at_wanted_items_are_the_whole_batchs(options, dtype):
+    module, batch, n_items = _batch(options, dtype)
+    wanted = _wanted(batch.batch_size, n_items, 12)
+    with torch.inference_mode():  # the compiled kernels
+        whole = SPEC.score_sparse(module, batch)
+        kept = SPEC.score_sparse(module, batch, wanted)
+    nodes = wanted_entries(batch.node_user, batch.node_item, wanted, n_items)
+    assert 0 < len(nodes) < len(batch.node_item)
+    assert torch.equal(kept.base, whole.base)
+    assert torch.equal(kept.row, whole.row[nodes]) and torch.equal(kept.item, whole.item[nodes])
+    # A kept node reads only its own rows, each projected as in the whole batch: the same bits.
+    assert torch.equal(kept.value, whole.value[nodes])
+    if module.attention is not None:  # the tensor path over the kept nodes' buckets
+        module.attention.compiled = False
+        with torch.inference_mode():
+            tensor_path = SPEC.score_sparse(module, batch, wanted)
+        tol = {"rtol": 1e-12, "atol": 1e-12} if dtype == torch.float64 else {"rtol": 1e-5, "atol": 1e-5}
+        torch.testing.assert_close(tensor_path.value, whole.value[nodes], **tol)
