@@ -29,9 +29,26 @@ from basketgnn.scoring.tifu import TifuParams
 SECTION = "rerank"
 #: Customers whose model scores are read at a time (memory: chunk x I for a dense model).
 CHUNK = 1024
-#: Customers a thread ranks at a time on several threads (:meth:`RerankedRecommender._rank_on_threads`):
-#: small enough that the threads end close together.
-PART = 256
+#: Customers a thread ranks at a time on several threads, at most and at least (:func:`part_sizes`).
+PART, LAST_PART = 1024, 128
+
+
+def part_sizes(n: int, threads: int) -> list[int]:
+    """Sizes of consecutive parts of n customers that ``threads`` threads take in turn: each
+    what is left over the number of threads, at most :data:`PART` and at least
+    :data:`LAST_PART` (or n over the threads, when that is less: every thread gets a part).
+    Few parts (each part has a fixed cost: its graphs, its search's set-up, its batches), the
+    last ones short, so the threads end close together. Sums to n."""
+    floor = min(LAST_PART, -(-n // max(threads, 1)))
+    sizes = []
+    left = n
+    while left > 0:
+        size = min(left, PART, max(floor, -(-left // threads)))
+        if left - size < floor // 2:  # no near-empty part at the end
+            size = left
+        sizes.append(size)
+        left -= size
+    return sizes
 
 
 class _DenseOnly(Exception):
@@ -81,7 +98,7 @@ class RerankedRecommender:
         self, data: BasketData, instances: Instances, threads: int, k: int
     ) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`RerankStage.order` (its first ``k``) on ``threads`` threads: the instances in
-        parts of at most :data:`PART` that every thread takes in turn (one torch thread each),
+        parts (:func:`part_sizes`) that every thread takes in turn (one torch thread each),
         each part whole on its thread: the stage's preparation (TIFU-KNN's search, the
         candidates, their features), the model's forward at those candidates alone
         (``shared_scores`` with ``wanted``: the attention of the history items that are not
@@ -91,9 +108,8 @@ class RerankedRecommender:
         parts and ranked by :meth:`RerankStage.order` on this thread.
         Shapes: -> ([n, min(k, C)] int64, [n, min(k, C)] float32)."""
         self.model.setup(threads=False)
-        n_parts = max(threads, -(-len(instances) // PART))
-        parts = [Instances(instances.users[idx], instances.n_history[idx])
-                 for idx in np.array_split(np.arange(len(instances)), n_parts)]  # fmt: skip
+        bounds = np.cumsum([0] + part_sizes(len(instances), threads))
+        parts = [Instances(instances.users[a:b], instances.n_history[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
 
         def order(part: Instances) -> tuple[np.ndarray, np.ndarray]:
             items, features = self.stage.prepare(data, part)

@@ -66,8 +66,9 @@ def test_the_wrapper_ranks_by_the_stage_and_refuses_more_than_its_candidates(mon
     assert wrapper.item_ids is rec.item_ids and wrapper.params()["rerank_candidates"] == 40
     # On two threads the parts are shared by the threads: the same rows, in one part or in many.
     rec.with_threads(2)
-    for part in (256, 7):
+    for part, last in ((1024, 128), (7, 2)):
         monkeypatch.setattr(reranked, "PART", part)
+        monkeypatch.setattr(reranked, "LAST_PART", last)
         for a, b in zip(wrapper.rank(data, sp["test"], 10), (items, scores)):
             np.testing.assert_array_equal(a, b)
     rec.with_threads(1)
@@ -193,6 +194,7 @@ def test_on_two_threads_each_part_is_searched_then_scored_at_its_candidates(user
     stage = rerank.RerankStage(stage.scorer, stage.item_stats, stage.net, 8, stage.pairs)
     want = RerankedRecommender(rec, stage).rank(data, sp["test"], 5)
     monkeypatch.setattr(reranked, "PART", 9)
+    monkeypatch.setattr(reranked, "LAST_PART", 2)
     rec.with_threads(2)
     log: list[tuple] = []
     prepare, plan_of = stage.prepare, rec.shared_plan
@@ -212,7 +214,7 @@ def test_on_two_threads_each_part_is_searched_then_scored_at_its_candidates(user
     if user_context:  # the parts stop at the first forward; then one search of everyone
         assert searched[-1] == len(sp["test"]) and all(n <= 9 for n in searched[:-1])
     else:
-        assert sum(searched) == len(sp["test"]) and len(searched) == -(-len(sp["test"]) // 9)
+        assert sorted(searched) == sorted(reranked.part_sizes(len(sp["test"]), 2)) and len(searched) > 3
         forwards = [entry for entry in log if entry[0] == "forward"]
         assert forwards and all(w.shape[1] == 8 and len(w) <= n <= 9 for _, n, w in forwards)
 
@@ -222,3 +224,17 @@ def test_on_two_threads_each_part_is_searched_then_scored_at_its_candidates(user
     monkeypatch.setattr(stage, "prepare", fail)
     with pytest.raises(RuntimeError, match="search failed"):
         RerankedRecommender(rec, stage).rank(data, sp["test"], 5)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("n", [0, 1, 2, 65, 100, 2829, 20_000])
+def test_part_sizes_are_few_shrink_to_the_end_and_give_every_thread_one(n, threads):
+    sizes = reranked.part_sizes(n, threads)
+    assert sum(sizes) == n and all(s > 0 for s in sizes) and sizes == sorted(sizes, reverse=True)
+    assert all(s <= reranked.PART for s in sizes)
+    assert len(sizes) >= min(n, threads)  # every thread has a part
+    if n >= 2 * threads * reranked.PART:  # many customers: full parts, then shorter ones
+        assert sizes[0] == reranked.PART and sizes[-1] < reranked.PART
+    floor = min(reranked.LAST_PART, -(-n // threads))
+    if len(sizes) > 1:  # no near-empty last part
+        assert sizes[-1] >= floor // 2
