@@ -97,19 +97,18 @@ def attention_buckets(
 
 @dataclass(frozen=True)
 class NodeSubset:
-    """Some of a batch's nodes as an attention plan of their own (a ``NodePlan``) over the rows
-    they read, renumbered: scoring reads the attention of these nodes alone, so the rows only
-    other nodes read are neither projected nor attended. A node's output reads its own rows
-    only, so each kept node gets the value the whole batch gives it.
+    """Some of a batch's nodes as an attention plan of their own (a ``NodePlan``) over the
+    batch's rows: scoring that reads a few items per customer attends these nodes alone. The
+    rows are still projected in one call over all of them (a row's rounding in a matrix product
+    may depend on the call's shape), and a node's output reads its own rows only, so each kept
+    node gets the bits the whole batch gives it.
 
-    Shapes (M' kept nodes, R' rows they read, P' their present rows): nodes [M'] (the kept
-    nodes' places in the batch, ascending); rows [R'] (the batch rows read, ascending: row r'
-    here is batch row rows[r']); absent_row, node_count, node_len [M']; node_rows, node_times
-    [P'] (node by node, in time order, as the batch's); max_len: the batch's T.
+    Shapes (M' kept nodes, P' their present rows): nodes [M'] (the kept nodes' places in the
+    batch, ascending); absent_row, node_count, node_len [M']; node_rows, node_times [P'] (node
+    by node, in time order, as the batch's; batch rows); max_len: the batch's T.
     """
 
     nodes: torch.Tensor
-    rows: torch.Tensor
     absent_row: torch.Tensor
     node_count: torch.Tensor
     node_len: torch.Tensor
@@ -124,38 +123,26 @@ class NodeSubset:
         as :meth:`of_tensors` builds it (the same plan)."""
         if nodes.device.type != "cpu":
             return cls.of_tensors(plan, nodes)
-
-        def array(x: torch.Tensor) -> np.ndarray:
-            return x.to(torch.int64).numpy()
-
-        rows, absent, present, times = node_subset(
-            array(nodes), array(plan.node_count), array(plan.node_rows), array(plan.node_times),
-            array(plan.absent_row), plan.num_rows,
-        )  # fmt: skip
-        count, node_len = plan.node_count.index_select(0, nodes), plan.node_len.index_select(0, nodes)
-        return cls(nodes, torch.from_numpy(rows), torch.from_numpy(absent), count, node_len, torch.from_numpy(present),
-                   torch.from_numpy(times).to(plan.node_times.dtype), plan.max_len)  # fmt: skip
+        present = node_subset(nodes.to(torch.int64).numpy(), plan.node_count.to(torch.int64).numpy())
+        return cls._gathered(plan, nodes, torch.from_numpy(present))
 
     @classmethod
     def of_tensors(cls, plan: Any, nodes: torch.Tensor) -> NodeSubset:
         """:meth:`of` in tensor operations, on any device."""
-        count = plan.node_count.index_select(0, nodes)  # [M']
-        starts = (torch.cumsum(plan.node_count, 0) - plan.node_count).index_select(0, nodes)  # [M']
+        count = plan.node_count.to(torch.int64).index_select(0, nodes)  # [M']
+        starts = (torch.cumsum(plan.node_count, 0) - plan.node_count).to(torch.int64).index_select(0, nodes)  # [M']
         owner = torch.repeat_interleave(torch.arange(len(nodes), device=nodes.device), count)  # [P']
         within = torch.arange(len(owner), device=nodes.device) - (torch.cumsum(count, 0) - count).index_select(0, owner)
-        present = starts.index_select(0, owner) + within  # [P'] places in the batch's node_rows
-        node_rows = plan.node_rows.index_select(0, present)
-        absent_row = plan.absent_row.index_select(0, nodes)
-        read = torch.zeros(plan.num_rows, dtype=torch.bool, device=nodes.device)
-        read[absent_row] = True
-        read[node_rows] = True
-        rows = torch.nonzero(read).squeeze(1)  # [R'] ascending
-        renumber = torch.zeros(plan.num_rows, dtype=torch.int64, device=nodes.device)
-        renumber[rows] = torch.arange(len(rows), device=nodes.device)
-        return cls(
-            nodes, rows, renumber.index_select(0, absent_row), count, plan.node_len.index_select(0, nodes),
-            renumber.index_select(0, node_rows), plan.node_times.index_select(0, present), plan.max_len,
-        )  # fmt: skip
+        return cls._gathered(plan, nodes, starts.index_select(0, owner) + within)
+
+    @classmethod
+    def _gathered(cls, plan: Any, nodes: torch.Tensor, present: torch.Tensor) -> NodeSubset:
+        """The subset from the places of its present rows in the batch's node_rows ([P'])."""
+        def pick(x: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
+            return x.index_select(0, at)
+
+        return cls(nodes, pick(plan.absent_row, nodes), pick(plan.node_count, nodes), pick(plan.node_len, nodes),
+                   pick(plan.node_rows, present), pick(plan.node_times, present), plan.max_len)  # fmt: skip
 
     @cached_property
     def attention(self) -> tuple[AttentionBucket, ...]:

@@ -5,8 +5,8 @@ and ``np.unique``). A batch's keys are node ids and item ids, bounded by the bat
 the catalogue, so a count per key costs less than sorting. :func:`collate_factored` is the
 whole collate of the factored form: one loop per array in place of the NumPy form's dozen
 passes of gathers, repeats and scatters (which stay as its reference). :func:`node_subset` is
-:class:`~basketgnn.graph.attention_plan.NodeSubset`'s plan of some of a batch's nodes in one
-pass, and :func:`entries_in` which of a batch's (row, item) entries a reading at given items
+:class:`~basketgnn.graph.attention_plan.NodeSubset`'s gather of some of a batch's nodes' present
+rows in one pass, and :func:`entries_in` which of a batch's (row, item) entries a reading at given items
 needs (``models.spec.wanted_entries``); their tensor forms stay as the references, and run off
 the CPU.
 
@@ -229,45 +229,24 @@ def _shifted_pairs(idx, row_base, pair_offsets, pair_row, pair_slot, slot_offset
 
 
 @numba.njit(**_JIT)
-def node_subset(nodes, node_count, node_rows, node_times, absent_row, num_rows):  # pragma: no cover - jit
-    """The plan of the nodes ``nodes`` (ascending places) of a batch: the rows they read
-    (ascending) and their absent and present rows renumbered into those, with the present
-    rows' times, node by node as the batch's.
+def node_subset(nodes, node_count):  # pragma: no cover - jit
+    """The places in a batch's node_rows of the present rows of the nodes ``nodes`` (ascending
+    places), node by node: :class:`~basketgnn.graph.attention_plan.NodeSubset`'s gather.
 
-    Shapes: nodes [M']; node_count, absent_row [M]; node_rows, node_times [P_b] -> (rows [R'],
-    absent [M'], present rows [P'], present times [P']) int64."""
+    Shapes: nodes [M']; node_count [M] -> [P'] int64."""
     offsets = np.zeros(len(node_count) + 1, np.int64)
     for m in range(len(node_count)):
         offsets[m + 1] = offsets[m] + node_count[m]
     n_present = 0
     for m in nodes:
         n_present += node_count[m]
-    read = np.zeros(num_rows, np.bool_)
-    for m in nodes:
-        read[absent_row[m]] = True
-        for e in range(offsets[m], offsets[m + 1]):
-            read[node_rows[e]] = True
-    renumber = np.empty(num_rows, np.int64)
-    n_rows = 0
-    for r in range(num_rows):
-        renumber[r] = n_rows
-        n_rows += read[r]
-    rows = np.empty(n_rows, np.int64)
-    for r in range(num_rows):
-        if read[r]:
-            rows[renumber[r]] = r
-    absent = np.empty(len(nodes), np.int64)
     present = np.empty(n_present, np.int64)
-    times = np.empty(n_present, np.int64)
     j = 0
-    for k in range(len(nodes)):
-        m = nodes[k]
-        absent[k] = renumber[absent_row[m]]
+    for m in nodes:
         for e in range(offsets[m], offsets[m + 1]):
-            present[j] = renumber[node_rows[e]]
-            times[j] = node_times[e]
+            present[j] = e
             j += 1
-    return rows, absent, present, times
+    return present
 
 
 @numba.njit(**_JIT)

@@ -45,7 +45,9 @@ The pieces a model supplies:
   matrix, with the same items and values. None for a configuration without that form. With
   ``wanted`` [B, C] (the items each batch row is read at), the own entries at those items
   are enough (:func:`wanted_entries`): a model may leave the others out and skip their work
-  (DNNTSP: the attention of the nodes no candidate reads).
+  (DNNTSP: the attention of the nodes no candidate reads). The hook must take ``wanted``
+  (the re-ranking stage passes it), and may ignore it: the scores at those items are what
+  matter, and a reading elsewhere gets the shared row.
 * ``sparse_loss(config) -> loss | None``: optional; for a configuration whose training loss
   can be taken from the scores in shared form, that loss ``(module, batch, SparseForward,
   config) -> scalar``: training then calls the module as ``module(batch, sparse=True)``, which

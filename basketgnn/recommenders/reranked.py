@@ -35,24 +35,19 @@ PART, LAST_PART = 1024, 128
 
 def part_sizes(n: int, threads: int) -> list[int]:
     """Sizes of consecutive parts of n customers that ``threads`` threads take in turn: each
-    what is left over the number of threads, at most :data:`PART` and at least
-    :data:`LAST_PART` (or n over the threads, when that is less: every thread gets a part).
-    Few parts (each part has a fixed cost: its graphs, its search's set-up, its batches), the
-    last ones short, so the threads end close together. Sums to n."""
-    floor = min(LAST_PART, -(-n // max(threads, 1)))
+    what is left over the number of threads, at most :data:`PART` and at least the smaller of
+    :data:`LAST_PART` and n over the threads (the last part: what remains). Few parts (each has
+    a fixed cost: its graphs, its search's set-up, its batches), shrinking to the end, so the
+    threads end close together. Non-increasing; sums to n."""
+    t = max(threads, 1)
+    floor = min(LAST_PART, -(-n // t))
     sizes = []
     left = n
     while left > 0:
-        size = min(left, PART, max(floor, -(-left // threads)))
-        if left - size < floor // 2:  # no near-empty part at the end
-            size = left
+        size = min(left, PART, max(floor, -(-left // t)))
         sizes.append(size)
         left -= size
     return sizes
-
-
-class _DenseOnly(Exception):
-    """A part found that the model's configuration has no shared form (its other parts stop)."""
 
 
 class RerankedRecommender:
@@ -104,26 +99,32 @@ class RerankedRecommender:
         (``shared_scores`` with ``wanted``: the attention of the history items that are not
         candidates is skipped), the order. No part waits on another, so the threads stay busy
         to the last part. Every customer's row is computed from its own inputs alone, so the rows
-        are the one-thread ones. A configuration without the shared form is found on the first
-        parts and ranked by :meth:`RerankStage.order` on this thread.
+        are the one-thread ones. A configuration without the shared form (its forward gives
+        none) keeps each part's preparation, and the model's dense scores of every candidate
+        order them on this thread, as :meth:`RerankStage.order` does.
         Shapes: -> ([n, min(k, C)] int64, [n, min(k, C)] float32)."""
         self.model.setup(threads=False)
         bounds = np.cumsum([0] + part_sizes(len(instances), threads))
         parts = [Instances(instances.users[a:b], instances.n_history[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
 
-        def order(part: Instances) -> tuple[np.ndarray, np.ndarray]:
+        def order(part: Instances) -> tuple[np.ndarray, np.ndarray, bool]:
+            """(items, scores, True) in the stage's order, or (items, features, False) where
+            the configuration has no shared form."""
             items, features = self.stage.prepare(data, part)
             shared = self.model.shared_scores(data, part, 1, items)
             if shared is None:
-                raise _DenseOnly
-            return self.stage.order_prepared(items, features, shared_values(shared, items), k)
+                return items, features, False
+            return *self.stage.order_prepared(items, features, shared_values(shared, items), k), True
 
-        try:
-            with torch_threads(1):
-                done = in_parts(order, parts, threads)
-        except _DenseOnly:
-            return self.stage.order(data, instances, model_logits(self.model, data), k)
-        return np.concatenate([d[0] for d in done]), np.concatenate([d[1] for d in done])
+        with torch_threads(1):
+            done = in_parts(order, parts, threads)
+        if all(d[2] for d in done):
+            return np.concatenate([d[0] for d in done]), np.concatenate([d[1] for d in done])
+        if any(d[2] for d in done):  # a configuration has the shared form for every part or for none
+            raise RuntimeError("the model's scores came in shared form for some parts only")
+        items = np.concatenate([d[0] for d in done])
+        features = np.concatenate([d[1] for d in done])
+        return self.stage.order_prepared(items, features, model_logits(self.model, data)(instances, items), k)
 
     def params(self) -> dict[str, Any]:
         p = dict(self.shipped.params())

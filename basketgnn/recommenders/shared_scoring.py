@@ -75,6 +75,8 @@ class SharedPlan:
         items a reading takes: the spec's ``score_sparse`` with ``wanted``), so the forward may
         skip the others' work; the scores at those items are this plan's.
         Shapes: wanted [n, C] item indices."""
+        if len(wanted) != self.n:
+            raise ValueError(f"wanted has {len(wanted)} rows for {self.n} instances")
         return SharedPlan(self.batches, lambda idx: self.forward(idx, wanted[idx]), self.n)
 
     def assemble(self, done: list[BatchResult]) -> SharedScores | None:
@@ -93,7 +95,7 @@ class SharedPlan:
 
 def shared_plan(
     module: nn.Module,
-    score_sparse: Callable[[nn.Module, Any], Any],
+    score_sparse: Callable[..., Any],
     source: BatchSource,
     device: torch.device,
     batch_size: int,
@@ -158,7 +160,7 @@ def ranked_in_parts(
 
 
 def shared_ranking(
-    score_sparse: Callable[[nn.Module, Any], Any],
+    score_sparse: Callable[..., Any],
     threads: int,
     n_items: int,
     parallel_after_s: float | None = None,

@@ -41,7 +41,7 @@ def test_wanted_entries_are_the_entries_whose_item_the_row_wants(c):
     assert (0 < len(want) < 300) == (0 < c < 40)
 
 
-@pytest.mark.parametrize("keep_every", [1, 2, 5])
+@pytest.mark.parametrize("keep_every", [1, 2, 5, 10_000])
 def test_node_subset_is_the_batchs_plan_of_those_nodes(keep_every):
     _, batch, _ = _batch({}, torch.float32)
     nodes = torch.arange(0, len(batch.node_item), keep_every)
@@ -49,18 +49,14 @@ def test_node_subset_is_the_batchs_plan_of_those_nodes(keep_every):
     reference = NodeSubset.of_tensors(batch, nodes)
     for f in dataclasses.fields(NodeSubset):
         a, b = getattr(plan, f.name), getattr(reference, f.name)
-        assert (a == b) if f.name == "max_len" else torch.equal(a, b), f.name
-    # The same rows as the batch's, renumbered into the rows read.
+        assert (a == b) if f.name == "max_len" else (torch.equal(a, b) and a.dtype == b.dtype), f.name
     offsets = np.concatenate([[0], np.cumsum(batch.node_count.numpy())])
     sub_offsets = np.concatenate([[0], np.cumsum(plan.node_count.numpy())])
-    for k, m in enumerate(nodes.tolist()):
-        assert plan.rows[plan.absent_row[k]] == batch.absent_row[m]
-        ours = plan.rows[plan.node_rows[sub_offsets[k] : sub_offsets[k + 1]]]
-        assert torch.equal(ours, batch.node_rows[offsets[m] : offsets[m + 1]])
-        assert torch.equal(plan.node_times[sub_offsets[k] : sub_offsets[k + 1]], batch.node_times[offsets[m] : offsets[m + 1]])
-    read = torch.cat([batch.absent_row[nodes], batch.node_rows[torch.cat([torch.arange(offsets[m], offsets[m + 1]) for m in nodes.tolist()])]])
-    assert torch.equal(plan.rows, torch.unique(read))
-    assert (len(plan.rows) < batch.num_rows) == (keep_every > 1)
+    for k, m in enumerate(nodes.tolist()):  # each kept node's plan is the batch's
+        assert plan.absent_row[k] == batch.absent_row[m] and plan.node_len[k] == batch.node_len[m]
+        for ours, theirs in ((plan.node_rows, batch.node_rows), (plan.node_times, batch.node_times)):
+            assert torch.equal(ours[sub_offsets[k] : sub_offsets[k + 1]], theirs[offsets[m] : offsets[m + 1]])
+    assert len(plan.node_rows) == sum(int(batch.node_count[m]) for m in nodes.tolist())
 
 
 @pytest.mark.parametrize(
@@ -69,20 +65,32 @@ def test_node_subset_is_the_batchs_plan_of_those_nodes(keep_every):
     ids=["default", "mean-heads", "last", "membership", "no-attention"],
 )
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_scores_read_at_wanted_items_are_the_whole_batchs(options, dtype):
+@pytest.mark.parametrize("off_cpu_forms", [False, True])
+def test_scores_read_at_wanted_items_are_the_whole_batchs(options, dtype, off_cpu_forms, monkeypatch):
+    """Each kept node reads its own rows, projected in the whole batch's one call: the whole
+    batch's bits, for any set of wanted items (several draws and sizes, none included), with the
+    compiled helpers or their tensor forms (what runs off the CPU)."""
+    import basketgnn.models.dnntsp as dnntsp
+
+    if off_cpu_forms:
+        monkeypatch.setattr(NodeSubset, "of", NodeSubset.of_tensors)
+        monkeypatch.setattr(dnntsp, "wanted_entries", searched_entries)
     module, batch, n_items = _batch(options, dtype)
-    wanted = _wanted(batch.batch_size, n_items, 12)
     with torch.inference_mode():  # the compiled kernels
         whole = SPEC.score_sparse(module, batch)
-        kept = SPEC.score_sparse(module, batch, wanted)
-    nodes = wanted_entries(batch.node_user, batch.node_item, wanted, n_items)
-    assert 0 < len(nodes) < len(batch.node_item)
-    assert torch.equal(kept.base, whole.base)
-    assert torch.equal(kept.row, whole.row[nodes]) and torch.equal(kept.item, whole.item[nodes])
-    # A kept node reads only its own rows, each projected as in the whole batch: the same bits.
-    assert torch.equal(kept.value, whole.value[nodes])
+    for seed, c in [(1, 12), (7, 12), (8, 12), (6, 1), (11, 3), (2, 0)]:
+        wanted = _wanted(batch.batch_size, n_items, c, seed)
+        with torch.inference_mode():
+            kept = SPEC.score_sparse(module, batch, wanted)
+        nodes = wanted_entries(batch.node_user, batch.node_item, wanted, n_items)
+        assert (0 < len(nodes) < len(batch.node_item)) == (c > 0)
+        assert torch.equal(kept.base, whole.base)
+        assert torch.equal(kept.row, whole.row[nodes]) and torch.equal(kept.item, whole.item[nodes])
+        assert torch.equal(kept.value, whole.value[nodes]), (seed, c)
     if module.attention is not None:  # the tensor path over the kept nodes' buckets
         module.attention.compiled = False
+        wanted = _wanted(batch.batch_size, n_items, 12)
+        nodes = wanted_entries(batch.node_user, batch.node_item, wanted, n_items)
         with torch.inference_mode():
             tensor_path = SPEC.score_sparse(module, batch, wanted)
         tol = {"rtol": 1e-12, "atol": 1e-12} if dtype == torch.float64 else {"rtol": 1e-5, "atol": 1e-5}

@@ -185,8 +185,9 @@ def test_reasons_of_a_reranked_item_are_the_shipped_rankings_reasons_of_it(train
 @pytest.mark.parametrize("user_context", [False, True])  # the shared form, and dense scores
 def test_on_two_threads_each_part_is_searched_then_scored_at_its_candidates(user_context, monkeypatch):
     """Each part runs whole on its thread: the search, then the forward of its own customers at
-    their candidates alone; a configuration without the shared form is ranked on one path. The
-    rows are the one-thread ones either way, and a part's error goes up."""
+    their candidates alone; a configuration without the shared form keeps the parts' searches
+    and orders them by the dense scores. The rows are the one-thread ones either way, and a
+    part's error goes up."""
     data = planted_data(n_users=120, n_items=40)
     sp = make_split(data, "temporal")
     rec = model(data, user_context)
@@ -211,12 +212,12 @@ def test_on_two_threads_each_part_is_searched_then_scored_at_its_candidates(user
     for a, b in zip(got, want):
         np.testing.assert_array_equal(a, b)
     searched = [entry[1] for entry in log if entry[0] == "search"]
-    if user_context:  # the parts stop at the first forward; then one search of everyone
-        assert searched[-1] == len(sp["test"]) and all(n <= 9 for n in searched[:-1])
-    else:
-        assert sorted(searched) == sorted(reranked.part_sizes(len(sp["test"]), 2)) and len(searched) > 3
-        forwards = [entry for entry in log if entry[0] == "forward"]
-        assert forwards and all(w.shape[1] == 8 and len(w) <= n <= 9 for _, n, w in forwards)
+    # Every part searched once, also without the shared form (its preparation is kept).
+    assert sorted(searched) == sorted(reranked.part_sizes(len(sp["test"]), 2)) and len(searched) > 3
+    forwards = [entry for entry in log if entry[0] == "forward"]
+    assert forwards and all(w.shape[1] == 8 and len(w) <= n for _, n, w in forwards)  # at the candidates
+    # Each part's own forward; without the shared form, then the dense scores of everyone's.
+    assert all(n <= 9 for _, n, _ in forwards) != user_context
 
     def fail(d, inst):
         raise RuntimeError("search failed")
@@ -226,15 +227,16 @@ def test_on_two_threads_each_part_is_searched_then_scored_at_its_candidates(user
         RerankedRecommender(rec, stage).rank(data, sp["test"], 5)
 
 
-@pytest.mark.parametrize("threads", [1, 2, 3])
-@pytest.mark.parametrize("n", [0, 1, 2, 65, 100, 2829, 20_000])
-def test_part_sizes_are_few_shrink_to_the_end_and_give_every_thread_one(n, threads):
+@pytest.mark.parametrize("threads", [0, 1, 2, 3, 4, 8])
+@pytest.mark.parametrize("n", [0, 1, 2, 4, 65, 100, 386, 1025, 2829, 20_000])
+def test_part_sizes_are_few_and_shrink_to_the_end(n, threads):
     sizes = reranked.part_sizes(n, threads)
     assert sum(sizes) == n and all(s > 0 for s in sizes) and sizes == sorted(sizes, reverse=True)
     assert all(s <= reranked.PART for s in sizes)
-    assert len(sizes) >= min(n, threads)  # every thread has a part
-    if n >= 2 * threads * reranked.PART:  # many customers: full parts, then shorter ones
+    t = max(threads, 1)
+    floor = min(reranked.LAST_PART, -(-n // t))
+    assert all(s >= floor for s in sizes[:-1])  # only the last part is what remains
+    if n >= t * reranked.LAST_PART:  # every thread has a part
+        assert len(sizes) >= t
+    if n >= 2 * t * reranked.PART:  # many customers: full parts, then shorter ones
         assert sizes[0] == reranked.PART and sizes[-1] < reranked.PART
-    floor = min(reranked.LAST_PART, -(-n // threads))
-    if len(sizes) > 1:  # no near-empty last part
-        assert sizes[-1] >= floor // 2

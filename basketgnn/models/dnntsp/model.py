@@ -316,7 +316,7 @@ class DNNTSP(nn.Module):
         configuration); None otherwise. forward(batch)[node_user[m], node_item[m]] equals
         node[m] and every other entry of column i equals base[i], bit for bit. With ``nodes``
         (ascending places), the own scores of those nodes alone, node[j] the one of node
-        nodes[j] (the rows only other nodes read are not attended: :meth:`node_outputs`).
+        nodes[j] (the other nodes are not attended: :meth:`node_outputs`).
 
         Shapes: nodes [M'] -> (base [I], node [M] or [M']).
         """
@@ -330,16 +330,14 @@ class DNNTSP(nn.Module):
     def node_outputs(self, batch: GraphBatch, nodes: torch.Tensor | None = None) -> torch.Tensor:
         """Each user-node's w_o . z (:meth:`node_vectors` on the scorer's weight), all the
         shared form reads of z; with the learned or last readout the attention computes it
-        without z (``forward_nodes_dot``), and with ``nodes`` (ascending places) for those
-        nodes alone, over the rows they read (:class:`~basketgnn.graph.attention_plan.NodeSubset`):
-        each node's output reads its own rows only. Shapes: nodes [M'] -> [M] or [M']."""
+        without z (``forward_nodes_dot``), and with ``nodes`` (ascending places) attends those
+        nodes alone (:class:`~basketgnn.graph.attention_plan.NodeSubset`; every row is still
+        projected, in the whole batch's one call): each node's output reads its own rows only,
+        so it has the whole batch's bits. Shapes: nodes [M'] -> [M] or [M']."""
         w_o = self.scorer.output_weight
         if len(batch.node_item) and self.attention is not None and self.aggregate.mode in ("learned", "last"):
-            rows = self.row_features(batch)  # [R, d]
-            if nodes is None:
-                return self.attention.forward_nodes_dot(rows, batch, self.aggregate.w_agg, w_o)
-            plan = NodeSubset.of(batch, nodes)
-            return self.attention.forward_nodes_dot(rows.index_select(0, plan.rows), plan, self.aggregate.w_agg, w_o)
+            plan = batch if nodes is None else NodeSubset.of(batch, nodes)
+            return self.attention.forward_nodes_dot(self.row_features(batch), plan, self.aggregate.w_agg, w_o)
         out = self.scorer.project(self.node_vectors(batch))  # [M]
         return out if nodes is None else out.index_select(0, nodes)
 
