@@ -146,11 +146,17 @@ class NodeSubset:
 
     @cached_property
     def attention(self) -> tuple[AttentionBucket, ...]:
-        """The kept nodes' plan as buckets for the tensor path (``GraphBatch.attention``'s)."""
-        count = self.node_count.cpu().numpy()
-        buckets = attention_buckets(
-            np.repeat(np.arange(len(count), dtype=np.int64), count), self.node_times.cpu().numpy(),
-            self.node_rows.cpu().numpy(), self.absent_row.cpu().numpy(), count, self.max_len,
-        )  # fmt: skip
-        device = self.node_rows.device
-        return buckets if device.type == "cpu" else tuple(b.to(device) for b in buckets)
+        """The kept nodes' plan as buckets for the tensor path (:func:`plan_buckets`)."""
+        return plan_buckets(self)
+
+
+def plan_buckets(plan: Any) -> tuple[AttentionBucket, ...]:
+    """A plan's nodes (a ``GraphBatch``'s or a :class:`NodeSubset`'s) as :func:`attention_buckets`
+    of nodes with similar D, built on the CPU, then moved to the plan's device."""
+    count = plan.node_count.cpu().numpy()
+    buckets = attention_buckets(
+        np.repeat(np.arange(len(count), dtype=np.int64), count), plan.node_times.cpu().numpy(),
+        plan.node_rows.cpu().numpy(), plan.absent_row.cpu().numpy(), count, plan.max_len,
+    )  # fmt: skip
+    device = plan.node_rows.device
+    return buckets if device.type == "cpu" else tuple(b.to(device) for b in buckets)

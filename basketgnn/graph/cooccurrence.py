@@ -56,7 +56,7 @@ import torch
 from basketgnn.data.dataset import BasketData, _offsets, ranges
 from basketgnn.data.split import Instances
 from basketgnn.graph import build_kernel
-from basketgnn.graph.attention_plan import AttentionBucket, attention_buckets
+from basketgnn.graph.attention_plan import AttentionBucket, plan_buckets
 from basketgnn.graph.collate_kernel import (
     BATCH_FIELDS,
     collate_factored,
@@ -164,14 +164,8 @@ class GraphBatch:
     @cached_property
     def attention(self) -> tuple[AttentionBucket, ...]:
         """The nodes' attention plan as buckets of nodes with similar D (built once, on the CPU,
-        then moved to the batch's device)."""
-        count = self.node_count.cpu().numpy()
-        device = self.node_rows.device
-        buckets = attention_buckets(
-            np.repeat(np.arange(len(count), dtype=np.int64), count), self.node_times.cpu().numpy(),
-            self.node_rows.cpu().numpy(), self.absent_row.cpu().numpy(), count, self.max_len,
-        )  # fmt: skip
-        return buckets if device.type == "cpu" else tuple(b.to(device) for b in buckets)
+        then moved to the batch's device: :func:`~basketgnn.graph.attention_plan.plan_buckets`)."""
+        return plan_buckets(self)
 
     def to(self, device: torch.device | str) -> GraphBatch:
         values = {f.name: getattr(self, f.name) for f in fields(self)}
