@@ -56,16 +56,34 @@ def tuning_grid(
     return {key: tuple(grid[key]) if grid and key in grid else v for key, v in defaults.items()}
 
 
+#: What one chunk's dense scores [chunk, I] float32 may take: a recommender without its own
+#: ``rank``, or a configuration whose ``rank`` falls back to ``score``, holds that block.
+DENSE_CHUNK_BYTES = 2**27
+#: The fewest instances a chunk holds, whatever the catalogue's size.
+MIN_CHUNK = 2048
+
+
+def default_chunk(n_items: int) -> int:
+    """Instances per ranking call: as many as :data:`DENSE_CHUNK_BYTES` of dense scores hold,
+    at least :data:`MIN_CHUNK`. Each call has a fixed cost (its set-up, and its threads'
+    last parts ending one after the other), so fewer, larger calls rank faster."""
+    return max(MIN_CHUNK, DENSE_CHUNK_BYTES // (4 * max(int(n_items), 1)))
+
+
 def rank_items(
-    model: Recommender, data: BasketData, instances: Instances, k: int, chunk: int = 2048
+    model: Recommender, data: BasketData, instances: Instances, k: int, chunk: int | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Top-k item indices and their scores for every instance's history.
+    """Top-k item indices and their scores for every instance's history, ``chunk`` instances
+    per call (default: :func:`default_chunk` of the catalogue; the rows do not depend on it).
 
     A recommender with its own ``rank(data, instances, k)`` (the neural models: the same
     result from a few candidates per instance) ranks; any other is ranked from ``score``.
 
     Shapes: -> (items [n, k] int64, scores [n, k] float32).
     """
+    chunk = default_chunk(data.n_items) if chunk is None else int(chunk)
+    if chunk < 1:
+        raise ValueError(f"chunk must be >= 1, got {chunk}")
     k = min(k, data.n_items)
     items = np.zeros((len(instances), k), dtype=np.int64)
     scores = np.zeros((len(instances), k), dtype=np.float32)

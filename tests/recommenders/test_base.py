@@ -10,7 +10,13 @@ import pytest
 
 from basketgnn.data.dataset import from_sequences
 from basketgnn.data.split import Instances
-from basketgnn.recommenders.base import Recommender, rank_items
+from basketgnn.recommenders.base import (
+    DENSE_CHUNK_BYTES,
+    MIN_CHUNK,
+    Recommender,
+    default_chunk,
+    rank_items,
+)
 
 N_ITEMS = 7
 DATA = from_sequences([[[0], [1, 2]], [[3], [4], [5]], [[6], [0], [1], [2]]] * 4, n_items=N_ITEMS)
@@ -81,6 +87,20 @@ def test_with_rank_it_is_ranked_by_rank_in_chunks(chunk):
     np.testing.assert_array_equal(scores, np.tile([0.0, -1.0, -2.0], (len(INSTANCES), 1)))
     assert sum(model.chunks, []) == INSTANCES.users.tolist()
     assert max(len(c) for c in model.chunks) == min(chunk, len(INSTANCES))
+
+
+def test_the_default_chunk_holds_the_dense_budget_and_at_least_the_minimum():
+    assert default_chunk(3600) * 4 * 3600 <= DENSE_CHUNK_BYTES < (default_chunk(3600) + 1) * 4 * 3600
+    assert default_chunk(3600) > MIN_CHUNK  # a small catalogue: fewer, larger calls
+    assert default_chunk(10**6) == MIN_CHUNK  # a large one: never below the minimum
+    model = Ranking()
+    rank_items(model, DATA, INSTANCES, 3)  # the default: every instance of this set in one call
+    assert model.chunks == [INSTANCES.users.tolist()]
+
+
+def test_a_chunk_below_one_is_refused():
+    with pytest.raises(ValueError, match="chunk must be >= 1"):
+        rank_items(Scoring(), DATA, INSTANCES, 3, chunk=0)
 
 
 def test_k_beyond_the_catalogue_is_the_whole_catalogue():
